@@ -1,0 +1,19 @@
+"""Errors raised by the journal. They name the file and, where there is one, the record."""
+
+from __future__ import annotations
+
+
+class JournalError(Exception):
+    """The journal cannot be used: not a journal, a newer schema, disk full, read-only, closed."""
+
+
+class JournalLocked(JournalError):
+    """Another process (an engine or a writing CLI command) holds the journal's lock."""
+
+
+class JournalCorrupt(JournalError):
+    """A record or the database itself is damaged. ``seq`` names the record when it is known."""
+
+    def __init__(self, message: str, *, seq: int | None = None) -> None:
+        super().__init__(message)
+        self.seq = seq

@@ -1,0 +1,36 @@
+"""wheel-engine: durable timers for asyncio.
+
+A hierarchical hashed timing wheel runs inside the event loop; every schedule and cancel is
+committed to an append-only SQLite journal before the call returns, so after a crash every timer
+is rebuilt and fires at least once into an idempotent handler. See ``docs/`` and ``SPEC.md``.
+"""
+
+from wheel_engine.engine import Engine
+from wheel_engine.errors import (
+    DuplicateKey,
+    EngineError,
+    JournalCorrupt,
+    JournalError,
+    JournalLocked,
+    PermanentError,
+    UnknownHandler,
+)
+from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
+from wheel_engine.retry import RetryPolicy
+
+__all__ = [
+    "CancelResult",
+    "DuplicateKey",
+    "Engine",
+    "EngineError",
+    "Firing",
+    "JournalCorrupt",
+    "JournalError",
+    "JournalLocked",
+    "PermanentError",
+    "RetryPolicy",
+    "TimerInfo",
+    "TimerState",
+    "UnknownHandler",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,50 @@
+"""The engine's time source.
+
+Due times are wall-clock epoch seconds, because they must mean the same thing after a restart.
+Waiting is done on the event loop's monotonic clock, so a wall clock that jumps does not stretch
+or shrink a wait; the engine re-checks the wall clock before every firing and never fires early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """What the engine needs of time. ``wheel_engine.testing.VirtualClock`` is the test double."""
+
+    def time(self) -> float:
+        """Wall-clock time, epoch seconds."""
+        ...
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Cancellable:
+        """Run ``callback`` on the running loop once the wall clock should read ``when``."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep on this clock (used for close's grace period)."""
+        ...
+
+
+class SystemClock:
+    """The real clock: ``time.time()`` for the wall, the running loop's timers for waiting."""
+
+    __slots__ = ()
+
+    def time(self) -> float:
+        return time.time()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Cancellable:
+        loop = asyncio.get_running_loop()
+        # Convert once, at arming time: the wait runs on the loop's monotonic clock.
+        return loop.call_at(loop.time() + max(0.0, when - time.time()), callback)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)

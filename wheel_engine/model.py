@@ -1,0 +1,63 @@
+"""The values users see: timer states, cancel results, timer snapshots and firings."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NamedTuple
+
+
+class TimerState(str, enum.Enum):
+    """Where a timer is in its life. The string values are what the journal stores."""
+
+    PENDING = "PENDING"  #: waiting for its due time (or for its handler to be registered)
+    RUNNING = "RUNNING"  #: its handler is running now
+    SUCCEEDED = "SUCCEEDED"  #: a handler returned normally: acknowledged, never fires again
+    CANCELED = "CANCELED"  #: cancelled before it ran: never fires
+    DEAD = "DEAD"  #: attempts or the retry deadline ran out, or PermanentError: see redrive()
+
+    @property
+    def is_live(self) -> bool:
+        """PENDING or RUNNING: the timer may still fire."""
+        return self is TimerState.PENDING or self is TimerState.RUNNING
+
+
+class CancelResult(str, enum.Enum):
+    """What ``Engine.cancel`` did. Each value says exactly what happened."""
+
+    CANCELED = "CANCELED"  #: it was pending; the cancel is committed and it will never fire
+    CANCEL_REQUESTED = "CANCEL_REQUESTED"  #: its handler is running and was sent CancelledError
+    ALREADY_DONE = "ALREADY_DONE"  #: it had already succeeded, been cancelled or died
+    NOT_FOUND = "NOT_FOUND"  #: no such key, or not the live version (a stale cancel)
+
+
+class TimerInfo(NamedTuple):
+    """A snapshot of one timer, as ``schedule`` and ``get`` return it. It does not update."""
+
+    key: str
+    version: int
+    handler: str
+    due: float  #: epoch seconds (wall clock)
+    payload: Any
+    state: TimerState
+    attempts: int
+    last_error: str | None
+
+
+class Firing(NamedTuple):
+    """What a handler receives for one attempt.
+
+    ``idempotency_key`` is ``"<key>#<version>"``: the same for every attempt of this version,
+    before and after a crash, so a handler can make its effect happen once.
+    """
+
+    key: str
+    version: int
+    handler: str
+    payload: Any
+    due: float  #: epoch seconds it was due (for a retry, the retry's due time)
+    attempt: int  #: 1 for the first attempt
+    fired_at: float  #: epoch seconds the attempt started
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.key}#{self.version}"
