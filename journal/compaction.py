@@ -1,0 +1,156 @@
+"""Compaction: fold the snapshot and the records up to ``S`` into a new snapshot, online.
+
+Step by step (:meth:`journal.Journal.compact`):
+
+1. ``S`` = the highest committed seq when compaction starts.
+2. :func:`plan_sync`, in a worker thread on its own read-only connection and read transaction:
+   read the records ``snapshot_seq < seq <= S`` in batches; for each batch load the snapshot rows
+   of the keys it touches (only those: the fold is per key), and fold the batch into them.
+   The result is the new state of every *touched* key. Finished (SUCCEEDED, CANCELED) rows whose
+   ``updated_at`` is older than ``now - retention`` are to be deleted, the others upserted.
+3. :func:`write_plan`, through the writer (so it is serialised with group commits), in ONE
+   transaction: delete and upsert those snapshot rows, delete the untouched snapshot rows that
+   retention drops (``state IN (SUCCEEDED, CANCELED) AND updated_at < cutoff``, in SQL), delete
+   the records ``seq <= S``, and store ``snapshot_seq = S`` and ``max_version`` in ``meta``.
+
+Records committed meanwhile have ``seq > S`` and stay in the tail. A crash at any point leaves
+either the old snapshot and all records, or the new snapshot and the records after ``S``: both
+recover to the same state. RUNNING rows are kept RUNNING in the snapshot (the snapshot is exactly
+the fold of the records it replaces); recovery turns them into PENDING.
+
+The cost is O(records folded + keys they touch) in Python, plus one SQL scan of ``snapshot`` for
+retention: untouched live timers are never decoded or rewritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgpack
+
+from journal import codec
+from journal.recovery import BATCH, fold_records
+from journal.schema import connect_ro, raise_for, read_meta
+from journal.state import FINISHED, STATE_CODE, TimerRow
+
+__all__ = ["CompactionPlan", "CompactionResult", "plan_sync", "write_plan"]
+
+#: Keys per ``WHERE key IN (...)`` query (SQLite's default limit is 32766 variables).
+_IN_CHUNK: Final = 500
+_FINISHED_CODES: Final = tuple(sorted(STATE_CODE[s] for s in FINISHED))
+
+
+@dataclass(slots=True)
+class CompactionResult:
+    """What one compaction did."""
+
+    live_rows: int  #: rows in the snapshot afterwards
+    removed_records: int  #: records deleted from the tail (folded into the snapshot)
+    seconds: float
+    dropped_timers: int = 0  #: finished timers dropped by retention
+    snapshot_seq: int = 0  #: S: the highest seq folded into the snapshot
+    max_version: int = 0
+
+
+@dataclass(slots=True)
+class CompactionPlan:
+    """The snapshot changes computed off the writer; applied by :func:`write_plan`."""
+
+    upto_seq: int
+    cutoff: float
+    max_version: int
+    upserts: list[tuple[str, int, float, bytes]] = field(default_factory=list)
+    deletes: list[tuple[str]] = field(default_factory=list)
+    folded: int = 0
+
+
+def _load_rows(con: sqlite3.Connection, keys: list[str], timers: dict[str, TimerRow]) -> None:
+    for i in range(0, len(keys), _IN_CHUNK):
+        chunk = keys[i : i + _IN_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for key, state, updated_at, body in con.execute(
+            f"SELECT key, state, updated_at, body FROM snapshot WHERE key IN ({marks})", chunk
+        ):
+            timers[key] = codec.decode_row(key, state, updated_at, body)
+
+
+def plan_sync(path: str, upto_seq: int, cutoff: float) -> CompactionPlan:
+    """Step 2: fold the snapshot rows touched by records ``<= upto_seq`` (read-only)."""
+    con = connect_ro(path)
+    try:
+        try:
+            con.execute("BEGIN")
+            meta = read_meta(con, path)
+            timers: dict[str, TimerRow] = {}
+            loaded: set[str] = set()
+            max_version = meta.max_version
+            folded = 0
+            cur = con.execute(
+                "SELECT seq, kind, body FROM records WHERE seq > ? AND seq <= ? ORDER BY seq",
+                (meta.snapshot_seq, upto_seq),
+            )
+            unpackb = msgpack.unpackb
+            while rows := cur.fetchmany(BATCH):
+                fresh: set[str] = set()
+                for _seq, _kind, body in rows:
+                    key: Any = None
+                    with contextlib.suppress(Exception):  # fold_records reports damage
+                        key = unpackb(body, raw=False, use_list=False, strict_map_key=True)[0]
+                    if type(key) is str and key not in loaded:
+                        fresh.add(key)
+                loaded |= fresh
+                _load_rows(con, list(fresh), timers)
+                max_version = fold_records(timers, rows, max_version)
+                folded += len(rows)
+            con.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise raise_for(exc, path, "compacting") from exc
+    finally:
+        con.close()
+    plan = CompactionPlan(upto_seq=upto_seq, cutoff=cutoff, max_version=max_version)
+    plan.folded = folded
+    for row in timers.values():
+        if row.state in FINISHED and row.updated_at < cutoff:
+            plan.deletes.append((row.key,))
+        else:
+            plan.upserts.append(codec.encode_row(row))
+    return plan
+
+
+async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> CompactionResult:
+    """Step 3, on the writer's aiosqlite connection: one transaction, committed here."""
+    await conn.executemany("DELETE FROM snapshot WHERE key = ?", plan.deletes)
+    dropped = len(plan.deletes)  # touched timers that retention drops
+    await conn.executemany(
+        "INSERT OR REPLACE INTO snapshot (key, state, updated_at, body) VALUES (?, ?, ?, ?)",
+        plan.upserts,
+    )
+    marks = ",".join("?" * len(_FINISHED_CODES))
+    cur = await conn.execute(
+        f"DELETE FROM snapshot WHERE state IN ({marks}) AND updated_at < ?",
+        (*_FINISHED_CODES, plan.cutoff),
+    )
+    dropped += max(cur.rowcount, 0)
+    cur = await conn.execute("DELETE FROM records WHERE seq <= ?", (plan.upto_seq,))
+    removed = max(cur.rowcount, 0)
+    await conn.execute(
+        "UPDATE meta SET value = max(value, ?) WHERE name = 'snapshot_seq'", (plan.upto_seq,)
+    )
+    await conn.execute(
+        "UPDATE meta SET value = max(value, ?) WHERE name = 'max_version'", (plan.max_version,)
+    )
+    cur = await conn.execute("SELECT count(*) FROM snapshot")
+    (live,) = await cur.fetchone()
+    await conn.commit()
+    return CompactionResult(
+        live_rows=int(live),
+        removed_records=removed,
+        seconds=time.perf_counter() - started,
+        dropped_timers=dropped,
+        snapshot_seq=plan.upto_seq,
+        max_version=plan.max_version,
+    )

@@ -1,0 +1,312 @@
+"""``Journal``: the engine's handle on one journal file.
+
+Writable: holds the single-writer lock and one aiosqlite connection owned by the group-commit
+writer task. Read-only: no lock, no writer; every read opens its own read-only ``sqlite3``
+connection in a worker thread (bulk reads there are ~3x faster than through aiosqlite, which
+hops threads per fetch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import aiosqlite
+
+from journal import codec
+from journal.compaction import CompactionResult, plan_sync, write_plan
+from journal.errors import JournalError
+from journal.lock import WriterLock
+from journal.reader import CheckReport, JournalInfo, check_sync, history_sync, info_sync, row_sync
+from journal.records import Record
+from journal.recovery import Progress, Recovered, recover_sync
+from journal.schema import (
+    MetaInfo,
+    connect_ro,
+    create_file,
+    ensure_schema,
+    raise_for,
+    read_meta,
+    secure_sidecars,
+)
+from journal.state import TimerRow
+from journal.writer import GroupCommitWriter
+
+__all__ = ["Durability", "Journal"]
+
+logger = logging.getLogger(__name__)
+
+Durability = Literal["full", "normal"]
+_SYNCHRONOUS: dict[str, str] = {"full": "FULL", "normal": "NORMAL"}
+#: WAL is truncated back to this size after a checkpoint.
+_WAL_LIMIT = 64 * 1024 * 1024
+
+
+def _check_ro(path: str) -> MetaInfo:
+    con = connect_ro(path)
+    try:
+        return read_meta(con, path)
+    finally:
+        con.close()
+
+
+class Journal:
+    """An open journal. Create with :meth:`Journal.open`; close with :meth:`close`."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        readonly: bool,
+        durability: Durability,
+        meta: MetaInfo,
+        lock: WriterLock | None,
+        conn: Any,
+    ) -> None:
+        self.path = path
+        self.readonly = readonly
+        self.durability = durability
+        #: Called after each commit with ``(batch_size, seconds)``: a metrics hook. Exceptions
+        #: it raises are logged and ignored.
+        self.on_commit: Callable[[int, float], None] | None = None
+        self._meta = meta
+        self._lock = lock
+        self._conn = conn
+        self._closed = False
+        self._compacting = asyncio.Lock()
+        self._writer: GroupCommitWriter | None = None
+        if conn is not None:
+            self._writer = GroupCommitWriter(
+                conn,
+                path,
+                last_seq=meta.max_seq,
+                tail_records=meta.tail_records,
+                on_commit=self._committed,
+            )
+
+    # -- opening -----------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability = "full",
+        readonly: bool = False,
+    ) -> Journal:
+        """Open (writable: create if missing) the journal at ``path``.
+
+        Raises :class:`JournalLocked` when another writer holds it, :class:`JournalError` for a
+        file that is not a journal, a journal from a newer wheel-engine, or a missing file when
+        ``readonly``.
+        """
+        spath = os.fspath(path)
+        if durability not in _SYNCHRONOUS:
+            raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
+        if readonly:
+            meta = await asyncio.to_thread(_check_ro, spath)
+            return cls(spath, readonly=True, durability=durability, meta=meta, lock=None, conn=None)
+        lock = WriterLock(spath)
+        lock.acquire()
+        conn: Any = None
+        try:
+            meta = await asyncio.to_thread(_prepare, spath)
+            try:
+                conn = await aiosqlite.connect(spath)
+                await conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[durability]}")
+                await conn.execute("PRAGMA busy_timeout = 5000")
+                await conn.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT}")
+                cur = await conn.execute("PRAGMA journal_mode")
+                (mode,) = await cur.fetchone()
+                if str(mode).lower() != "wal":
+                    raise JournalError(f"journal is not in WAL mode ({mode}): {spath}")
+            except Exception as exc:
+                if isinstance(exc, JournalError):
+                    raise
+                if isinstance(exc, sqlite3.Error):
+                    raise raise_for(exc, spath, "opening") from exc
+                raise
+            secure_sidecars(spath)
+            return cls(
+                spath, readonly=False, durability=durability, meta=meta, lock=lock, conn=conn
+            )
+        except BaseException:
+            if conn is not None:
+                try:
+                    await conn.close()
+                except Exception:
+                    logger.debug("closing after a failed open", exc_info=True)
+            lock.release()
+            raise
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def tail_records(self) -> int:
+        """Records appended since the last snapshot (drives auto-compaction)."""
+        if self._writer is not None:
+            return self._writer.tail_records
+        return self._meta.tail_records
+
+    @property
+    def last_seq(self) -> int:
+        """The highest committed seq (as of open, for a read-only journal)."""
+        if self._writer is not None:
+            return self._writer.last_seq
+        return self._meta.max_seq
+
+    def busy(self) -> bool:
+        """Records waiting, a commit in flight, or a compaction write queued."""
+        return self._writer is not None and self._writer.busy()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def submit(self, records: Sequence[Record]) -> asyncio.Future[None]:
+        """Queue ``records`` for the next group commit; the future resolves once committed.
+
+        Must be called on the event loop. Raises ``TypeError`` at once for a malformed record
+        (nothing of this call is queued then) and :class:`JournalError` when the journal is
+        closed or read-only. The future gets a :class:`JournalError` if the transaction fails;
+        then none of that transaction's records is written. Cancelling an ``await`` of the
+        future does not withdraw the records.
+        """
+        writer = self._writable()
+        return writer.submit(codec.encode_many(records))
+
+    async def flush(self) -> None:
+        """Wait until everything submitted so far is committed (or has failed)."""
+        if self._writer is None or self._closed:
+            return
+        await asyncio.shield(self._writer.submit([]))
+
+    def _writable(self) -> GroupCommitWriter:
+        if self._closed:
+            raise JournalError(f"journal is closed: {self.path}")
+        if self._writer is None:
+            raise JournalError(f"journal is opened read-only: {self.path}")
+        return self._writer
+
+    def _committed(self, batch: int, seconds: float) -> None:
+        hook = self.on_commit
+        if hook is not None:
+            hook(batch, seconds)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def recover(self, progress: Progress | None = None) -> Recovered:
+        """Rebuild the live state from the snapshot and the tail.
+
+        ``progress(done_rows, total_rows)`` is called on the event loop every ~50k rows.
+        RUNNING timers come back PENDING (their attempt was interrupted; attempts are kept).
+        """
+        self._check_open()
+        cb: Progress | None = None
+        if progress is not None:
+            loop = asyncio.get_running_loop()
+            user = progress
+
+            def cb(done: int, total: int) -> None:
+                loop.call_soon_threadsafe(user, done, total)
+
+        return await asyncio.to_thread(recover_sync, self.path, cb)
+
+    async def history(self, key: str) -> list[tuple[int, Record]]:
+        """``(seq, record)`` for ``key`` from the tail, in order. The state as of the last
+        compaction is :meth:`snapshot_row` (or :meth:`recover`)."""
+        self._check_open()
+        return await asyncio.to_thread(history_sync, self.path, key)
+
+    async def snapshot_row(self, key: str) -> TimerRow | None:
+        """The snapshot's row for ``key`` (the state folded at the last compaction)."""
+        self._check_open()
+        return await asyncio.to_thread(row_sync, self.path, key)
+
+    async def info(self) -> JournalInfo:
+        """Summary numbers (seqs, counts, sizes) for ``status``."""
+        self._check_open()
+        return await asyncio.to_thread(info_sync, self.path)
+
+    async def check(self) -> CheckReport:
+        """Integrity check: SQLite's quick_check plus a decode of every row; lists the damage."""
+        self._check_open()
+        return await asyncio.to_thread(check_sync, self.path)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise JournalError(f"journal is closed: {self.path}")
+
+    # -- compaction --------------------------------------------------------------------------
+
+    async def compact(self, *, retention: float, now: float) -> CompactionResult:
+        """Fold the snapshot and every record committed so far into a new snapshot, online.
+
+        Finished timers (SUCCEEDED, CANCELED) last updated before ``now - retention`` are
+        dropped; DEAD ones are kept. Records committed meanwhile stay in the tail. See
+        :mod:`journal.compaction`.
+        """
+        writer = self._writable()
+        if retention < 0 or retention != retention:
+            raise ValueError(f"retention must be >= 0, not {retention!r}")
+        async with self._compacting:
+            started = time.perf_counter()
+            upto = writer.last_seq
+            plan = await asyncio.to_thread(plan_sync, self.path, upto, now - retention)
+
+            async def job(conn: Any) -> CompactionResult:
+                return await write_plan(conn, plan, started)
+
+            result = await self._writable().run_job(job)
+            writer.tail_records -= result.removed_records
+            logger.info(
+                "journal compacted: %d live rows, %d records folded, %d timers dropped, %.3fs: %s",
+                result.live_rows,
+                result.removed_records,
+                result.dropped_timers,
+                result.seconds,
+                self.path,
+            )
+            return result
+
+    # -- closing -----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Commit what is pending, close the connection, release the lock. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._writer is not None:
+                await self._writer.close()
+            if self._conn is not None:
+                try:
+                    await self._conn.close()
+                except Exception:
+                    logger.warning("closing the journal failed: %s", self.path, exc_info=True)
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+
+    async def __aenter__(self) -> Journal:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        mode = "readonly" if self.readonly else self.durability
+        state = "closed" if self._closed else "open"
+        return f"<Journal {self.path!r} {mode} {state}>"
+
+
+def _prepare(path: str) -> MetaInfo:
+    create_file(path)
+    return ensure_schema(path)

@@ -1,0 +1,220 @@
+"""The journal's tables, and the checks that tell a wheel-engine journal from any other file.
+
+Tables (schema_version 1)::
+
+    records  (seq INTEGER PRIMARY KEY, kind INTEGER NOT NULL, body BLOB NOT NULL)
+    snapshot (key TEXT PRIMARY KEY, state INTEGER NOT NULL, updated_at REAL NOT NULL,
+              body BLOB NOT NULL)
+    meta     (name TEXT PRIMARY KEY, value)
+
+``meta`` holds ``schema_version``, ``snapshot_seq`` (the highest seq folded into ``snapshot``)
+and ``max_version`` (the highest timer version folded into ``snapshot``, kept even when that
+timer was dropped). ``PRAGMA application_id`` is set too, as a second marker.
+
+Everything here is synchronous ``sqlite3``; the journal runs it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+import urllib.parse
+from typing import Final
+
+from journal.errors import JournalCorrupt, JournalError
+
+__all__ = [
+    "APPLICATION_ID",
+    "SCHEMA_VERSION",
+    "MetaInfo",
+    "connect_ro",
+    "create_file",
+    "ensure_schema",
+    "raise_for",
+    "read_meta",
+    "secure_sidecars",
+]
+
+SCHEMA_VERSION: Final = 1
+#: ``PRAGMA application_id``: "WHEE" in ASCII.
+APPLICATION_ID: Final = 0x57484545
+SQLITE_HEADER: Final = b"SQLite format 3\x00"
+FILE_MODE: Final = 0o600
+
+_TABLES: Final = frozenset({"records", "snapshot", "meta"})
+
+_DDL: Final = (
+    "CREATE TABLE records (seq INTEGER PRIMARY KEY, kind INTEGER NOT NULL, body BLOB NOT NULL)",
+    "CREATE TABLE snapshot (key TEXT PRIMARY KEY, state INTEGER NOT NULL,"
+    " updated_at REAL NOT NULL, body BLOB NOT NULL)",
+    "CREATE TABLE meta (name TEXT PRIMARY KEY, value)",
+)
+
+
+class MetaInfo:
+    """What ``meta`` says, plus the tail's extent."""
+
+    __slots__ = ("max_seq", "max_version", "schema_version", "snapshot_seq", "tail_records")
+
+    def __init__(
+        self,
+        schema_version: int,
+        snapshot_seq: int,
+        max_version: int,
+        max_seq: int,
+        tail_records: int,
+    ) -> None:
+        self.schema_version = schema_version
+        self.snapshot_seq = snapshot_seq
+        self.max_version = max_version
+        self.max_seq = max_seq  #: highest seq ever committed (>= snapshot_seq)
+        self.tail_records = tail_records
+
+
+def not_a_journal(path: str) -> JournalError:
+    return JournalError(f"not a wheel-engine journal: {path}")
+
+
+def raise_for(exc: sqlite3.Error, path: str, doing: str) -> JournalError:
+    """Turn a sqlite3 error into the journal's own error, naming the file."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.DatabaseError) and (
+        "malformed" in text or "corrupt" in text or exc.sqlite_errorname == "SQLITE_CORRUPT"
+    ):
+        return JournalCorrupt(f"journal is damaged ({text}) while {doing}: {path}")
+    if "file is not a database" in text or getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB":
+        return not_a_journal(path)
+    return JournalError(f"journal error ({text}) while {doing}: {path}")
+
+
+def check_header(path: str) -> None:
+    """An existing non-empty file must start with SQLite's header."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        raise JournalError(f"no such journal: {path}") from None
+    except OSError as exc:
+        raise JournalError(f"cannot read journal ({exc}): {path}") from exc
+    if head and head != SQLITE_HEADER:
+        raise not_a_journal(path)
+
+
+def create_file(path: str) -> bool:
+    """Create an empty journal file with mode 0o600 if it is missing. True if created."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise JournalError(f"cannot create journal ({exc}): {path}") from exc
+    os.close(fd)
+    return True
+
+
+def secure_sidecars(path: str) -> None:
+    """SQLite gives ``-wal``/``-shm`` the database file's mode; make sure of 0o600 anyway."""
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            side = path + suffix
+            if stat.S_IMODE(os.stat(side).st_mode) & 0o077:
+                os.chmod(side, FILE_MODE)
+
+
+def connect_ro(path: str) -> sqlite3.Connection:
+    """A read-only connection (no lock needed; works while an engine writes, thanks to WAL)."""
+    if not os.path.exists(path):
+        raise JournalError(f"no such journal: {path}")
+    check_header(path)
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        con.execute("PRAGMA busy_timeout = 5000")
+    except sqlite3.Error as exc:
+        raise raise_for(exc, path, "opening") from exc
+    return con
+
+
+def _tables(con: sqlite3.Connection) -> set[str]:
+    rows = con.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
+def read_meta(con: sqlite3.Connection, path: str) -> MetaInfo:
+    """Check that ``con`` is a journal this code can read, and return its meta.
+
+    Raises :class:`JournalError` for a foreign or newer file. Call inside a read transaction
+    when the numbers must agree with later reads.
+    """
+    try:
+        tables = _tables(con)
+        if tables != _TABLES:
+            raise not_a_journal(path)
+        meta = dict(con.execute("SELECT name, value FROM meta").fetchall())
+        version = meta.get("schema_version")
+        if type(version) is not int:
+            raise not_a_journal(path)
+        if version > SCHEMA_VERSION:
+            raise JournalError(
+                f"journal was written by a newer wheel-engine (schema_version {version}, "
+                f"this one reads up to {SCHEMA_VERSION}): {path}"
+            )
+        snapshot_seq = meta.get("snapshot_seq", 0)
+        max_version = meta.get("max_version", 0)
+        if type(snapshot_seq) is not int or type(max_version) is not int:
+            raise JournalCorrupt(f"journal meta is damaged: {path}")
+        count, max_seq = con.execute(
+            "SELECT count(*), max(seq) FROM records WHERE seq > ?", (snapshot_seq,)
+        ).fetchone()
+    except sqlite3.Error as exc:
+        raise raise_for(exc, path, "reading the schema") from exc
+    return MetaInfo(
+        schema_version=version,
+        snapshot_seq=snapshot_seq,
+        max_version=max_version,
+        max_seq=max(int(max_seq or 0), snapshot_seq),
+        tail_records=int(count),
+    )
+
+
+def ensure_schema(path: str) -> MetaInfo:
+    """Writable open, step 1 (in a thread, with the lock held): make ``path`` a journal.
+
+    An empty file (just created, or left empty) gets the schema; anything else must already be
+    a journal of a schema this code reads. The file is switched to WAL (persistent).
+    """
+    check_header(path)
+    try:
+        con = sqlite3.connect(path, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise raise_for(exc, path, "opening") from exc
+    try:
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            if not _tables(con):
+                for ddl in _DDL:
+                    con.execute(ddl)
+                con.executemany(
+                    "INSERT INTO meta (name, value) VALUES (?, ?)",
+                    [
+                        ("schema_version", SCHEMA_VERSION),
+                        ("snapshot_seq", 0),
+                        ("max_version", 0),
+                    ],
+                )
+                con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            info = read_meta(con, path)
+            con.execute("COMMIT")
+            mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise JournalError(f"cannot switch the journal to WAL mode ({mode}): {path}")
+        except sqlite3.Error as exc:
+            raise raise_for(exc, path, "opening") from exc
+    finally:
+        con.close()
+    secure_sidecars(path)
+    return info

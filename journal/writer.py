@@ -1,0 +1,209 @@
+"""The group-commit writer: one task, one aiosqlite connection, one transaction per batch.
+
+``submit`` only appends encoded rows to a pending list and returns a future. The writer task
+takes *everything* pending as one batch, writes it with a single ``executemany`` in one
+transaction, commits, and resolves the batch's futures. Whatever is submitted while that commit
+is in flight waits for the next batch, so N concurrent submitters cost about
+``N / batch_size`` commits (one fsync each with ``durability="full"``), not N.
+
+Sequence numbers are assigned by the writer at commit time (``last_seq + 1 ...``), so seqs are
+dense and increase forever, also across compaction (which deletes every row, including the
+newest, and would otherwise let SQLite reuse rowids).
+
+If a transaction fails (disk full, read-only file, I/O error) it is rolled back, each of its
+futures gets a :class:`~journal.errors.JournalError`, none of its records is written, and the
+writer goes on with the next batch.
+
+Jobs (compaction's write) run through the same task, between batches, in their own transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+from journal.errors import JournalError
+from journal.schema import raise_for
+
+__all__ = ["INSERT_SQL", "GroupCommitWriter"]
+
+logger = logging.getLogger(__name__)
+
+INSERT_SQL: Final = "INSERT INTO records (seq, kind, body) VALUES (?, ?, ?)"
+
+T = TypeVar("T")
+Job = Callable[[Any], Awaitable[Any]]
+
+
+class GroupCommitWriter:
+    """Owns the writable connection. All methods must be called on the event loop's thread."""
+
+    def __init__(
+        self,
+        conn: Any,  # aiosqlite.Connection (untyped package)
+        path: str,
+        *,
+        last_seq: int,
+        tail_records: int,
+        on_commit: Callable[[int, float], None],
+    ) -> None:
+        self._conn = conn
+        self._path = path
+        self._loop = asyncio.get_running_loop()
+        self.last_seq = last_seq  #: highest committed seq
+        self.tail_records = tail_records  #: committed records after the snapshot
+        self._on_commit = on_commit
+        self._rows: list[tuple[int, bytes]] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self._jobs: collections.deque[tuple[Job, asyncio.Future[Any]]] = collections.deque()
+        self._wake = asyncio.Event()
+        self._in_flight = False
+        self._closing = False
+        self._failed: BaseException | None = None
+        self._task = self._loop.create_task(self._run(), name=f"journal-writer:{path}")
+
+    # -- called by the journal ---------------------------------------------------------------
+
+    def submit(self, rows: list[tuple[int, bytes]]) -> asyncio.Future[None]:
+        if self._closing or self._failed is not None:
+            raise JournalError(f"journal is closed: {self._path}")
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._rows.extend(rows)
+        self._waiters.append(fut)
+        if not self._wake.is_set():
+            self._wake.set()
+        return fut
+
+    def run_job(self, job: Callable[[Any], Awaitable[T]]) -> asyncio.Future[T]:
+        """Run ``job(conn)`` on the writer's connection between batches; commit is the job's."""
+        if self._closing or self._failed is not None:
+            raise JournalError(f"journal is closed: {self._path}")
+        fut: asyncio.Future[T] = self._loop.create_future()
+        self._jobs.append((job, fut))
+        self._wake.set()
+        return fut
+
+    def busy(self) -> bool:
+        return bool(self._waiters or self._jobs or self._in_flight)
+
+    async def close(self) -> None:
+        """Commit what is pending, then stop the task. Idempotent."""
+        self._closing = True
+        self._wake.set()
+        with contextlib.suppress(Exception):  # already reported to the futures and the log
+            await asyncio.shield(self._task)
+
+    # -- the task ----------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                if self._waiters:
+                    await self._commit_batch()
+                elif self._jobs:
+                    await self._run_job(*self._jobs.popleft())
+                elif self._closing:
+                    return
+                else:
+                    self._wake.clear()
+                    await self._wake.wait()
+        except BaseException as exc:  # cancelled, or a bug: nobody may wait forever
+            self._failed = exc
+            err = JournalError(f"journal writer stopped ({exc!r}): {self._path}")
+            for fut in self._waiters:
+                if not fut.done():
+                    fut.set_exception(_copy(err))
+            for _, fut in self._jobs:
+                if not fut.done():
+                    fut.set_exception(_copy(err))
+            self._waiters, self._rows = [], []
+            self._jobs.clear()
+            if not isinstance(exc, asyncio.CancelledError):
+                logger.error("journal writer for %s stopped", self._path, exc_info=exc)
+            raise
+
+    async def _commit_batch(self) -> None:
+        rows, waiters = self._rows, self._waiters
+        self._rows, self._waiters = [], []
+        if not rows:  # flush() on an idle writer: nothing to write
+            _resolve(waiters)
+            return
+        first = self.last_seq + 1
+        numbered = [(first + i, kind, body) for i, (kind, body) in enumerate(rows)]
+        self._in_flight = True
+        start = time.perf_counter()
+        try:
+            await self._conn.executemany(INSERT_SQL, numbered)
+            await self._conn.commit()
+        except Exception as exc:
+            await self._rollback()
+            logger.warning(
+                "journal commit of %d records failed (%s): %s", len(rows), exc, self._path
+            )
+            err = _as_journal_error(exc, self._path, f"committing {len(rows)} records")
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_exception(_copy(err))
+            return
+        finally:
+            self._in_flight = False
+        seconds = time.perf_counter() - start
+        self.last_seq += len(rows)
+        self.tail_records += len(rows)
+        _resolve(waiters)
+        try:
+            self._on_commit(len(rows), seconds)
+        except Exception:
+            logger.exception("journal on_commit hook failed")
+
+    async def _run_job(self, job: Job, fut: asyncio.Future[Any]) -> None:
+        self._in_flight = True
+        try:
+            result = await job(self._conn)
+        except Exception as exc:
+            await self._rollback()
+            if not fut.done():
+                fut.set_exception(_as_journal_error(exc, self._path, "compacting"))
+        else:
+            if not fut.done():
+                fut.set_result(result)
+        finally:
+            self._in_flight = False
+
+    async def _rollback(self) -> None:
+        try:
+            await self._conn.rollback()
+        except Exception:  # the connection may be unusable; the next batch will say so
+            logger.warning("journal rollback failed: %s", self._path, exc_info=True)
+
+
+def _resolve(waiters: list[asyncio.Future[None]]) -> None:
+    for fut in waiters:
+        if not fut.done():  # a cancelled await does not un-submit its records
+            fut.set_result(None)
+
+
+def _as_journal_error(exc: BaseException, path: str, doing: str) -> JournalError:
+    if isinstance(exc, JournalError):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        err = raise_for(exc, path, doing)
+    else:
+        err = JournalError(f"journal error ({exc}) while {doing}: {path}")
+    err.__cause__ = exc
+    return err
+
+
+def _copy(err: JournalError) -> JournalError:
+    """One exception object per future (a shared one would collect every raiser's traceback)."""
+    new = type(err).__new__(type(err))
+    new.__dict__.update(err.__dict__)
+    new.args = err.args
+    new.__cause__ = err.__cause__
+    return new
