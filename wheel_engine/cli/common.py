@@ -1,0 +1,152 @@
+"""What the CLI's commands share: opening a journal with clear errors, rows as plain data."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from journal.errors import JournalCorrupt, JournalError, JournalLocked
+from wheel_engine.cli.output import EXIT_ERROR, EXIT_LOCKED, CliError, fmt_time
+
+if TYPE_CHECKING:
+    from journal import Journal
+    from wheel_engine import Engine
+
+__all__ = [
+    "decode_payload",
+    "existing_journal",
+    "file_size",
+    "open_engine",
+    "open_readonly",
+    "row_to_dict",
+    "translate_error",
+]
+
+
+def existing_journal(path: str) -> Path:
+    """The journal's path, or a ``CliError`` if there is nothing there to read.
+
+    Every command checks this first: opening a missing path for writing would create an empty
+    journal, which is never what someone typing a wrong file name wants.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise CliError(f"{path}: no such file")
+    if p.is_dir():
+        raise CliError(f"{path}: is a directory, not a journal")
+    if not os.access(p, os.R_OK):
+        raise CliError(f"{path}: permission denied")
+    with p.open("rb") as f:
+        header = f.read(16)
+    if header and header != b"SQLite format 3\x00":
+        raise CliError(f"{path}: not a wheel-engine journal (not an SQLite database)")
+    return p
+
+
+def file_size(path: Path) -> int:
+    """The journal's size on disk, its write-ahead log included."""
+    total = 0
+    for suffix in ("", "-wal"):
+        with suppress(OSError):
+            total += os.path.getsize(f"{path}{suffix}")
+    return total
+
+
+def translate_error(path: str | os.PathLike[str], exc: BaseException) -> CliError:
+    """One line a person can act on, for anything opening or reading a journal can raise."""
+    if isinstance(exc, CliError):
+        return exc
+    if isinstance(exc, JournalLocked):
+        return CliError(
+            f"{path}: the journal is in use by a running engine (it holds the journal's lock); "
+            "stop that process first, or use a read-only command (status, list, show, check)",
+            code=EXIT_LOCKED,
+        )
+    if isinstance(exc, JournalCorrupt):
+        where = f" at record {exc.seq}" if exc.seq is not None else ""
+        return CliError(f"{path}: damaged journal{where}: {exc}")
+    if isinstance(exc, JournalError):
+        return CliError(f"{path}: {exc}")
+    if isinstance(exc, sqlite3.DatabaseError):
+        return CliError(f"{path}: not a readable wheel-engine journal ({exc})")
+    if isinstance(exc, OSError):
+        return CliError(f"{path}: {exc.strerror or exc}")
+    return CliError(f"{path}: {type(exc).__name__}: {exc}", code=EXIT_ERROR)
+
+
+@asynccontextmanager
+async def open_readonly(path: str) -> AsyncIterator[Journal]:
+    """The journal opened read-only: it works while an engine is writing to it."""
+    from journal import Journal
+
+    p = existing_journal(path)
+    try:
+        journal = await Journal.open(p, readonly=True)
+    except (JournalError, sqlite3.DatabaseError, OSError) as exc:
+        raise translate_error(path, exc) from exc
+    try:
+        yield journal
+    finally:
+        with suppress(JournalError, sqlite3.DatabaseError, OSError):
+            await journal.close()
+
+
+@asynccontextmanager
+async def open_engine(path: str) -> AsyncIterator[Engine]:
+    """An engine on ``path`` with no handlers: it takes the lock, and fires nothing.
+
+    Timers it recovers stay in the journal untouched (unhandled), exactly as they were.
+    """
+    from wheel_engine import Engine
+
+    p = existing_journal(path)
+    engine = Engine(str(p))
+    try:
+        await engine.start()
+    except (JournalError, sqlite3.DatabaseError, OSError) as exc:
+        raise translate_error(path, exc) from exc
+    try:
+        yield engine
+    finally:
+        await engine.close(grace=0.0)
+
+
+def decode_payload(payload: bytes | None) -> Any:
+    """A stored payload as data; undecodable bytes come back as ``{"undecodable": hex}``."""
+    if payload is None:
+        return None
+    try:
+        return msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception:  # any decoding failure: show the bytes instead of failing the command
+        return {"undecodable": payload.hex()}
+
+
+def row_to_dict(row: Any, *, now: float) -> dict[str, Any]:
+    """A journal ``TimerRow`` (or an engine ``TimerInfo``) as plain, JSON-ready data."""
+    state = getattr(row.state, "value", row.state)
+    raw_payload = row.payload
+    payload = decode_payload(raw_payload) if isinstance(raw_payload, (bytes, type(None))) else None
+    if not isinstance(raw_payload, (bytes, type(None))):
+        payload = raw_payload  # already decoded (a TimerInfo)
+    data: dict[str, Any] = {
+        "key": row.key,
+        "version": row.version,
+        "handler": row.handler,
+        "state": str(state),
+        "due": row.due,
+        "due_utc": fmt_time(row.due),
+        "overdue_seconds": max(0.0, now - row.due) if state in ("PENDING", "RUNNING") else 0.0,
+        "attempts": row.attempts,
+        "last_error": row.last_error,
+        "payload": payload,
+    }
+    for extra in ("first_attempt_at", "updated_at"):
+        if hasattr(row, extra):
+            data[extra] = getattr(row, extra)
+    return data

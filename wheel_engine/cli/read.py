@@ -1,0 +1,353 @@
+"""The reading commands: ``status``, ``list``, ``show``, ``check``.
+
+They open the journal read-only, so they work while an engine is running on it, and they never
+change a byte of it. What they show is the journal's committed state: a timer an engine is
+running right now shows as RUNNING (an attempt is committed, its outcome is not yet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from journal.errors import JournalCorrupt, JournalError
+from wheel_engine.cli.common import (
+    decode_payload,
+    existing_journal,
+    file_size,
+    open_readonly,
+    row_to_dict,
+    translate_error,
+)
+from wheel_engine.cli.output import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    CliError,
+    Output,
+    fmt_age,
+    fmt_bytes,
+    fmt_duration,
+    fmt_time,
+)
+
+__all__ = ["cmd_check", "cmd_list", "cmd_show", "cmd_status"]
+
+STATES = ("PENDING", "RUNNING", "SUCCEEDED", "CANCELED", "DEAD")
+LIVE = ("PENDING", "RUNNING")
+
+
+async def _recover(journal: Any, out: Output, path: str) -> Any:
+    """Rebuild the state from the journal, with a progress bar for big journals."""
+    with out.progress(f"reading {path}") as bar:
+
+        def progress(done: int, total: int | None = None) -> None:
+            bar.update(done, total)
+
+        try:
+            return await journal.recover(progress=progress)
+        except (JournalError, sqlite3.DatabaseError, OSError) as exc:
+            raise translate_error(path, exc) from exc
+
+
+def _last_compaction(journal: Any) -> float | None:
+    """When the journal was last compacted, if the journal records it."""
+    for name in ("last_compaction", "compacted_at"):
+        value = getattr(journal, name, None)
+        if callable(value):
+            value = value()
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+async def cmd_status(args: argparse.Namespace, out: Output) -> int:
+    now = time.time()
+    async with open_readonly(args.db) as journal:
+        recovered = await _recover(journal, out, args.db)
+        last_compaction = _last_compaction(journal)
+    rows = list(recovered.timers.values())
+    states = Counter(str(getattr(r.state, "value", r.state)) for r in rows)
+    by_handler: dict[str, Counter[str]] = {}
+    for r in rows:
+        by_handler.setdefault(r.handler, Counter())[str(getattr(r.state, "value", r.state))] += 1
+    live = [r for r in rows if str(getattr(r.state, "value", r.state)) in LIVE]
+    overdue = sorted((r for r in live if r.due <= now), key=lambda r: (r.due, r.version))
+    upcoming = sorted((r for r in live if r.due > now), key=lambda r: (r.due, r.version))
+    known: set[str] | None = None
+    if args.handlers is not None:
+        known = {h.strip() for h in args.handlers.split(",") if h.strip()}
+    unhandled = None if known is None else [r for r in live if r.handler not in known]
+
+    data: dict[str, Any] = {
+        "journal": str(Path(args.db).resolve()),
+        "file_bytes": file_size(Path(args.db)),
+        "records": recovered.records,
+        "max_version": recovered.max_version,
+        "last_compaction": last_compaction,
+        "timers": len(rows),
+        "states": {state: states.get(state, 0) for state in STATES},
+        "handlers": {
+            name: {state: counts.get(state, 0) for state in STATES}
+            for name, counts in sorted(by_handler.items())
+        },
+        "overdue": len(overdue),
+        "oldest_overdue": None,
+        "next_due": None,
+        "unhandled": None if unhandled is None else len(unhandled),
+        "unhandled_handlers": None if unhandled is None else sorted({r.handler for r in unhandled}),
+    }
+    if overdue:
+        first = overdue[0]
+        data["oldest_overdue"] = {
+            "key": first.key,
+            "handler": first.handler,
+            "due": first.due,
+            "late_seconds": now - first.due,
+        }
+    if upcoming:
+        data["next_due"] = {"key": upcoming[0].key, "due": upcoming[0].due}
+
+    if out.json_mode:
+        out.json(data)
+        return EXIT_OK
+    pairs: list[tuple[str, Any]] = [
+        ("journal", data["journal"]),
+        ("size", fmt_bytes(data["file_bytes"])),
+        ("records", data["records"]),
+        ("timers", data["timers"]),
+        ("last version", data["max_version"]),
+        (
+            "last compaction",
+            fmt_time(last_compaction) if last_compaction is not None else "not recorded",
+        ),
+    ]
+    for state in STATES:
+        pairs.append((state.lower(), data["states"][state]))
+    if overdue:
+        first = overdue[0]
+        pairs.append(
+            (
+                "overdue",
+                f"{len(overdue)}; oldest {first.key!s} ({first.handler}) "
+                f"{fmt_duration(now - first.due)} late",
+            )
+        )
+    else:
+        pairs.append(("overdue", 0))
+    if upcoming:
+        pairs.append(("next due", f"{upcoming[0].key} {fmt_age(upcoming[0].due, now)}"))
+    if unhandled is None:
+        pairs.append(("unhandled", "unknown here: pass --handlers h1,h2 (the registered names)"))
+    else:
+        names = ", ".join(data["unhandled_handlers"]) or "-"
+        pairs.append(("unhandled", f"{len(unhandled)} (handlers: {names})"))
+    out.fields(pairs, title=f"wheel-engine journal {args.db}")
+    if by_handler:
+        out.line()
+        out.table(
+            ["handler", *[s.lower() for s in STATES]],
+            [[name, *[counts[s] for s in STATES]] for name, counts in data["handlers"].items()],
+            right=[s.lower() for s in STATES],
+        )
+    return EXIT_OK
+
+
+async def cmd_list(args: argparse.Namespace, out: Output) -> int:
+    now = time.time()
+    wanted = args.state.upper() if args.state else None
+    if wanted is not None and wanted not in STATES:
+        raise CliError(f"unknown state {args.state!r}; one of: {', '.join(STATES)}", code=2)
+    async with open_readonly(args.db) as journal:
+        recovered = await _recover(journal, out, args.db)
+    rows = [
+        r
+        for r in recovered.timers.values()
+        if (wanted is None or str(getattr(r.state, "value", r.state)) == wanted)
+        and (args.handler is None or r.handler == args.handler)
+    ]
+    rows.sort(key=lambda r: (r.due, r.version))
+    total = len(rows)
+    if args.limit is not None and args.limit >= 0:
+        rows = rows[: args.limit]
+    items = [row_to_dict(r, now=now) for r in rows]
+    if out.json_mode:
+        out.json({"total": total, "shown": len(items), "timers": items})
+        return EXIT_OK
+    if not items:
+        out.line("no timers match")
+        return EXIT_OK
+    out.table(
+        ["key", "version", "handler", "state", "due (UTC)", "", "attempts", "last error"],
+        [
+            [
+                i["key"],
+                i["version"],
+                i["handler"],
+                i["state"],
+                i["due_utc"],
+                fmt_age(i["due"], now),
+                i["attempts"],
+                _short(i["last_error"]),
+            ]
+            for i in items
+        ],
+        right=["version", "attempts"],
+    )
+    if total > len(items):
+        out.note(f"showing {len(items)} of {total} (--limit)")
+    return EXIT_OK
+
+
+def _short(text: str | None, width: int = 60) -> str | None:
+    if text is None:
+        return None
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= width else first[: width - 1] + "…"
+
+
+def _record_to_dict(seq: int, record: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    as_dict = getattr(record, "_asdict", None)
+    if callable(as_dict):
+        fields = dict(as_dict())
+    fields.pop("key", None)
+    if "payload" in fields:
+        fields["payload"] = decode_payload(fields["payload"])
+    return {"seq": seq, "kind": type(record).__name__.upper(), **fields}
+
+
+async def cmd_show(args: argparse.Namespace, out: Output) -> int:
+    now = time.time()
+    async with open_readonly(args.db) as journal:
+        recovered = await _recover(journal, out, args.db)
+        row = recovered.timers.get(args.key)
+        try:
+            history = await journal.history(args.key)
+        except (JournalError, sqlite3.DatabaseError, OSError) as exc:
+            raise translate_error(args.db, exc) from exc
+    if row is None and not history:
+        raise CliError(f"no timer with key {args.key!r} in {args.db}", code=EXIT_PROBLEM)
+    data: dict[str, Any] = row_to_dict(row, now=now) if row is not None else {"key": args.key}
+    data["history"] = [_record_to_dict(seq, rec) for seq, rec in history]
+    if out.json_mode:
+        out.json(data)
+        return EXIT_OK
+    if row is None:
+        out.line(f"{args.key}: no live state (compacted away); its remaining history:")
+    else:
+        pairs: list[tuple[str, Any]] = []
+        for name, value in data.items():
+            if name in ("history", "due_utc", "overdue_seconds"):
+                continue
+            if name == "due":
+                value = f"{fmt_time(value)} ({fmt_age(value, now)})"
+            elif name in ("first_attempt_at", "updated_at") and value is not None:
+                value = fmt_time(value)
+            pairs.append((name, value))
+        out.fields(pairs, title=f"timer {args.key}")
+    if data["history"]:
+        out.line()
+        out.table(
+            ["seq", "record", "at (UTC)", "details"],
+            [
+                [
+                    h["seq"],
+                    h["kind"],
+                    fmt_time(h.get("at")),
+                    ", ".join(
+                        f"{k}={_fmt_field(k, v)}"
+                        for k, v in h.items()
+                        if k not in ("seq", "kind", "at")
+                    ),
+                ]
+                for h in data["history"]
+            ],
+            title="history (from the journal)",
+            right=["seq"],
+        )
+    return EXIT_OK
+
+
+def _fmt_field(name: str, value: Any) -> str:
+    if name == "due" and isinstance(value, (int, float)):
+        return fmt_time(value)
+    if isinstance(value, str):
+        return _short(value) or ""
+    return repr(value)
+
+
+def _sqlite_quick_check(path: Path) -> str | None:
+    """SQLite's own page-level check, read-only. None when it passes or cannot be run."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error:
+        return None
+    try:
+        result = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        return f"SQLite quick_check could not run: {exc}"
+    finally:
+        conn.close()
+    if result == ["ok"]:
+        return None
+    return "SQLite quick_check: " + "; ".join(str(r) for r in result[:3])
+
+
+async def cmd_check(args: argparse.Namespace, out: Output) -> int:
+    path = existing_journal(args.db)
+    problems: list[str] = []
+    page_problem = _sqlite_quick_check(path)
+    if page_problem is not None:
+        problems.append(page_problem)
+    recovered: Any = None
+    try:
+        async with open_readonly(args.db) as journal:
+            with out.progress(f"checking {args.db}") as bar:
+
+                def progress(done: int, total: int | None = None) -> None:
+                    bar.update(done, total)
+
+                recovered = await journal.recover(progress=progress)
+    except JournalCorrupt as exc:
+        where = f"record {exc.seq}" if exc.seq is not None else "the journal"
+        problems.append(f"{where} is damaged: {exc}")
+    except CliError as exc:
+        problems.append(str(exc))
+    except (JournalError, sqlite3.DatabaseError, OSError) as exc:
+        problems.append(str(translate_error(args.db, exc)))
+    if recovered is not None:
+        for row in recovered.timers.values():
+            state = str(getattr(row.state, "value", row.state))
+            if state not in STATES:
+                problems.append(f"timer {row.key!r}: unknown state {state!r}")
+            if row.version > recovered.max_version:
+                problems.append(
+                    f"timer {row.key!r}: version {row.version} above the journal's "
+                    f"last version {recovered.max_version}"
+                )
+            payload = decode_payload(row.payload)
+            if isinstance(payload, dict) and set(payload) == {"undecodable"}:
+                problems.append(f"timer {row.key!r}: payload is not valid msgpack")
+            if len(problems) > 20:
+                break
+    ok = not problems
+    data = {
+        "journal": str(path),
+        "ok": ok,
+        "records": None if recovered is None else recovered.records,
+        "timers": None if recovered is None else len(recovered.timers),
+        "problems": problems,
+    }
+    if out.json_mode:
+        out.json(data)
+    elif ok:
+        out.line(f"ok: {data['records']} records decode; {data['timers']} timers rebuilt")
+    else:
+        out.error(f"{args.db}: {problems[0]}")
+        for more in problems[1:]:
+            out.note(f"  also: {more}")
+    return EXIT_OK if ok else EXIT_PROBLEM
