@@ -225,7 +225,7 @@ class Worker:
         # "Tell the customer": a downstream call, keyed by firing.idempotency_key so that a
         # repeat after a crash is recognised downstream. A SIGKILL in here means this firing is
         # not acknowledged, and it fires again after the restart: absorbed by the WHERE above.
-        await asyncio.sleep(self.rng.uniform(0.005, 0.05))
+        await asyncio.sleep(self.rng.uniform(0.02, 0.2))
 
     # --- the service's two operations ---------------------------------------------------------
     async def create_order(self, order_id: str, timeout: float) -> float:
@@ -301,7 +301,7 @@ class Worker:
                 "INSERT OR REPLACE INTO workers (n, pid, started_at) VALUES (?, ?, ?)",
                 (self.number, os.getpid(), started),
             )
-        engine = Engine(str(self.workdir / JOURNAL_DB))
+        engine = Engine(str(self.workdir / JOURNAL_DB), max_concurrency=256)
         engine.register(HANDLER, self.on_timeout)
         self.engine = engine
         for _ in range(200):  # the killed worker's lock goes with its process; allow a moment
@@ -474,16 +474,18 @@ def check(workdir: Path, plan: Plan, *, worker_codes: list[int], killed: bool) -
     finally:
         conn.close()
 
-    # Lateness: the first firing of each timer. Timers that came due while no worker was running
-    # (between the kill and the restart being ready) are late by the outage; shown separately.
+    # Lateness: the first firing of each timer. Timers that came due while no worker was ready
+    # (killed, or restarting) fired late by the outage: they are counted apart.
+    ready_at = {int(w[0]): w[3] for w in workers}
     outage: tuple[float, float] | None = None
     if len(workers) >= 2 and workers[0][7] is not None and workers[1][3] is not None:
         outage = (float(workers[0][7]), float(workers[1][3]))
     normal: list[float] = []
     after_outage: list[float] = []
-    for due, fired_at, _worker in firing_rows:
+    for due, fired_at, worker in firing_rows:
         late = float(fired_at) - float(due)
-        if outage is not None and outage[0] <= due <= outage[1]:
+        ready = ready_at.get(int(worker))
+        if int(worker) > 1 and ready is not None and due < ready:
             after_outage.append(late)
         else:
             normal.append(late)
@@ -785,7 +787,7 @@ def _report(console: Console, outcome: Outcome) -> None:
     table.add_row(
         "cancel() on payment", ", ".join(f"{k} {v}" for k, v in f["cancel_results"].items())
     )
-    table.add_row("timers fired", f"{f['timers_fired']} (peak {f['peak_firings_per_second']}/s)")
+    table.add_row("timers fired", f"{f['timers_fired']} (each counted once)")
     table.add_row(
         "fired twice (crash)",
         f"{f['fired_twice_absorbed']}, absorbed by the conditional update",
@@ -803,13 +805,14 @@ def _report(console: Console, outcome: Outcome) -> None:
         table.add_row(
             "outage",
             f"{f['outage_seconds']:.2f}s from SIGKILL to the new worker being ready; "
-            f"{f['due_during_outage']} timers came due meanwhile and fired at once "
-            f"(max {ms(f['outage_lateness_max_ms'])} late)",
+            f"{f['due_during_outage']} timers due before it was ready fired at once "
+            f"(max {ms(f['outage_lateness_max_ms'])} late; not in the lateness above)",
         )
     table.add_row(
         "throughput",
-        f"{f['orders_created_per_second']:.0f} orders/s created; schedule commit "
-        f"p50 {ms(f['schedule_commit_p50_ms'])}, p99 {ms(f['schedule_commit_p99_ms'])}",
+        f"{f['orders_created_per_second']:.0f} orders/s created (each a committed schedule: "
+        f"p50 {ms(f['schedule_commit_p50_ms'])}, p99 {ms(f['schedule_commit_p99_ms'])}), "
+        f"{f['peak_firings_per_second']} timers fired/s at peak",
     )
     for w in f["workers"]:
         fate = "killed with SIGKILL" if w["killed"] else ("finished" if w["finished"] else "?")

@@ -117,6 +117,8 @@ class Output:
         self._stdout = stdout if stdout is not None else sys.stdout
         self._stderr = stderr if stderr is not None else sys.stderr
         self.console = Console(file=self._stdout, highlight=False, soft_wrap=False)
+        if not self.console.is_terminal:  # a pipe or a file: do not wrap at 80 columns
+            self.console.width = 160
         self.err_console = Console(file=self._stderr, highlight=False, soft_wrap=True)
 
     # --- results -------------------------------------------------------------------------------
@@ -132,10 +134,13 @@ class Output:
         *,
         title: str | None = None,
         right: Sequence[str] = (),
+        nowrap: Sequence[str] = (),
     ) -> None:
         table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
         for column in columns:
-            table.add_column(column, justify="right" if column in right else "left")
+            table.add_column(
+                column, justify="right" if column in right else "left", no_wrap=column in nowrap
+            )
         for row in rows:
             table.add_row(*("-" if cell is None else str(cell) for cell in row))
         self.console.print(table)

@@ -18,7 +18,6 @@ from journal.errors import JournalCorrupt, JournalError
 from wheel_engine.cli.common import (
     decode_payload,
     existing_journal,
-    file_size,
     open_readonly,
     row_to_dict,
     translate_error,
@@ -53,22 +52,14 @@ async def _recover(journal: Any, out: Output, path: str) -> Any:
             raise translate_error(path, exc) from exc
 
 
-def _last_compaction(journal: Any) -> float | None:
-    """When the journal was last compacted, if the journal records it."""
-    for name in ("last_compaction", "compacted_at"):
-        value = getattr(journal, name, None)
-        if callable(value):
-            value = value()
-        if isinstance(value, (int, float)):
-            return float(value)
-    return None
-
-
 async def cmd_status(args: argparse.Namespace, out: Output) -> int:
     now = time.time()
     async with open_readonly(args.db) as journal:
+        try:
+            info = await journal.info()
+        except (JournalError, sqlite3.DatabaseError, OSError) as exc:
+            raise translate_error(args.db, exc) from exc
         recovered = await _recover(journal, out, args.db)
-        last_compaction = _last_compaction(journal)
     rows = list(recovered.timers.values())
     states = Counter(str(getattr(r.state, "value", r.state)) for r in rows)
     by_handler: dict[str, Counter[str]] = {}
@@ -84,10 +75,13 @@ async def cmd_status(args: argparse.Namespace, out: Output) -> int:
 
     data: dict[str, Any] = {
         "journal": str(Path(args.db).resolve()),
-        "file_bytes": file_size(Path(args.db)),
-        "records": recovered.records,
+        "file_bytes": info.file_bytes + info.wal_bytes,
+        "records": info.snapshot_rows + info.tail_records,
+        "snapshot_rows": info.snapshot_rows,
+        "tail_records": info.tail_records,
+        "last_seq": info.last_seq,
+        "compacted_through_seq": info.snapshot_seq,
         "max_version": recovered.max_version,
-        "last_compaction": last_compaction,
         "timers": len(rows),
         "states": {state: states.get(state, 0) for state in STATES},
         "handlers": {
@@ -117,12 +111,18 @@ async def cmd_status(args: argparse.Namespace, out: Output) -> int:
     pairs: list[tuple[str, Any]] = [
         ("journal", data["journal"]),
         ("size", fmt_bytes(data["file_bytes"])),
-        ("records", data["records"]),
+        (
+            "records",
+            f"{data['records']} ({info.snapshot_rows} in the snapshot, "
+            f"{info.tail_records} appended since)",
+        ),
         ("timers", data["timers"]),
         ("last version", data["max_version"]),
         (
             "last compaction",
-            fmt_time(last_compaction) if last_compaction is not None else "not recorded",
+            f"folded records up to #{info.snapshot_seq} of {info.last_seq}"
+            if info.snapshot_seq
+            else "never",
         ),
     ]
     for state in STATES:
@@ -196,6 +196,7 @@ async def cmd_list(args: argparse.Namespace, out: Output) -> int:
             for i in items
         ],
         right=["version", "attempts"],
+        nowrap=["key", "state", "due (UTC)"],
     )
     if total > len(items):
         out.note(f"showing {len(items)} of {total} (--limit)")
@@ -280,38 +281,23 @@ def _fmt_field(name: str, value: Any) -> str:
     return repr(value)
 
 
-def _sqlite_quick_check(path: Path) -> str | None:
-    """SQLite's own page-level check, read-only. None when it passes or cannot be run."""
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error:
-        return None
-    try:
-        result = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
-    except sqlite3.DatabaseError as exc:
-        return f"SQLite quick_check could not run: {exc}"
-    finally:
-        conn.close()
-    if result == ["ok"]:
-        return None
-    return "SQLite quick_check: " + "; ".join(str(r) for r in result[:3])
-
-
 async def cmd_check(args: argparse.Namespace, out: Output) -> int:
     path = existing_journal(args.db)
     problems: list[str] = []
-    page_problem = _sqlite_quick_check(path)
-    if page_problem is not None:
-        problems.append(page_problem)
     recovered: Any = None
+    records: int | None = None
     try:
         async with open_readonly(args.db) as journal:
             with out.progress(f"checking {args.db}") as bar:
+                report = await journal.check()  # quick_check + decode every row
+                records = report.snapshot_rows + report.records
+                problems.extend(report.problems)
+                if report.ok:
 
-                def progress(done: int, total: int | None = None) -> None:
-                    bar.update(done, total)
+                    def progress(done: int, total: int | None = None) -> None:
+                        bar.update(done, total)
 
-                recovered = await journal.recover(progress=progress)
+                    recovered = await journal.recover(progress=progress)
     except JournalCorrupt as exc:
         where = f"record {exc.seq}" if exc.seq is not None else "the journal"
         problems.append(f"{where} is damaged: {exc}")
@@ -338,7 +324,7 @@ async def cmd_check(args: argparse.Namespace, out: Output) -> int:
     data = {
         "journal": str(path),
         "ok": ok,
-        "records": None if recovered is None else recovered.records,
+        "records": records,
         "timers": None if recovered is None else len(recovered.timers),
         "problems": problems,
     }

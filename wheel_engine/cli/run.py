@@ -28,7 +28,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     )
 
 
-def load_bench() -> Callable[[list[str]], Any]:
+def load_bench(roots: list[Path] | None = None) -> Callable[[list[str]], Any]:
     """``bench.compare.main``, found on ``sys.path`` or in the repository this package sits in.
 
     The benchmarks are not part of the installed distribution (they need the peers they compare
@@ -43,8 +43,9 @@ def load_bench() -> Callable[[list[str]], Any]:
                 "install them with: pip install -e '.[bench]'",
                 code=EXIT_ERROR,
             ) from first
-        candidates = [Path.cwd(), Path(__file__).resolve().parents[2]]
-        for root in candidates:
+        if roots is None:
+            roots = [Path.cwd(), Path(__file__).resolve().parents[2]]
+        for root in roots:
             if (root / "bench" / "compare.py").is_file():
                 sys.path.insert(0, str(root))
                 try:

@@ -11,10 +11,13 @@ import argparse
 import datetime as dt
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wheel_engine.cli.common import file_size, open_engine, row_to_dict
 from wheel_engine.cli.output import EXIT_OK, EXIT_PROBLEM, CliError, Output, fmt_bytes, fmt_time
+
+if TYPE_CHECKING:
+    from wheel_engine import Engine
 
 __all__ = ["cmd_compact", "cmd_redrive", "parse_when"]
 
@@ -34,17 +37,26 @@ def parse_when(text: str) -> float:
     return when.timestamp()
 
 
+async def _records(engine: Engine) -> int | None:
+    """Rows in the journal: the snapshot's plus the records appended since."""
+    journal = engine.journal
+    if journal is None:
+        return None
+    info = await journal.info()
+    return info.snapshot_rows + info.tail_records
+
+
 async def cmd_compact(args: argparse.Namespace, out: Output) -> int:
     path = Path(args.db)
     before_bytes = file_size(path) if path.exists() else 0
     async with open_engine(args.db) as engine:
-        before = engine.stats().get("journal_records")
+        before = await _records(engine)
         with out.progress(f"compacting {args.db}") as bar:
             started = time.perf_counter()
             await engine.compact()
             elapsed = time.perf_counter() - started
             bar.update(1, 1)
-        after = engine.stats().get("journal_records")
+        after = await _records(engine)
     data: dict[str, Any] = {
         "journal": str(path.resolve()),
         "records_before": before,
