@@ -1,0 +1,187 @@
+"""Recovery: snapshot + tail folded in seq order; RUNNING comes back PENDING; damage is named."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Sequence
+
+import msgpack
+import pytest
+
+from journal import Journal, JournalCorrupt, JournalError
+from journal.records import Ack, Attempt, Cancel, Dead, Record, Redrive, Retry, Schedule
+
+
+async def write(path: str, records: Sequence[Record]) -> None:
+    j = await Journal.open(path)
+    await j.submit(records)
+    await j.close()
+
+
+async def test_empty_journal(db: str) -> None:
+    j = await Journal.open(db)
+    rec = await j.recover()
+    assert (rec.timers, rec.max_version, rec.records) == ({}, 0, 0)
+    await j.close()
+
+
+async def test_fold_with_stale_records_and_running_to_pending(db: str) -> None:
+    await write(
+        db,
+        [
+            Schedule("a", 1, "h", 10.0, b"\x90", 1.0),
+            Schedule("b", 2, "h", 11.0, None, 1.0),
+            Schedule("c", 3, "h", 12.0, None, 1.0),
+            Attempt("a", 1, 1, 10.1),
+            Retry("a", 1, 1, "boom", 15.0, 10.2),
+            Attempt("a", 1, 2, 15.1),  # the process died while attempt 2 ran
+            Schedule("b", 4, "h", 20.0, None, 2.0),  # reschedule
+            Cancel("b", 2, 3.0),  # stale cancel: version 2 is gone
+            Attempt("c", 3, 1, 12.0),
+            Dead("c", 3, 1, "perm", 12.5),
+            Redrive("c", 3, 5, 30.0, 13.0),
+            Ack("c", 3, 14.0),  # stale: c is version 5 now
+        ],
+    )
+    j = await Journal.open(db)
+    rec = await j.recover()
+    a, b, c = rec.timers["a"], rec.timers["b"], rec.timers["c"]
+    assert (a.state, a.attempts, a.first_attempt_at, a.last_error) == ("PENDING", 2, 10.1, "boom")
+    assert a.payload == b"\x90"
+    assert (b.version, b.state, b.due) == (4, "PENDING", 20.0)
+    assert (c.version, c.state, c.due, c.attempts, c.last_error) == (5, "PENDING", 30.0, 0, "perm")
+    assert rec.max_version == 5
+    assert rec.records == 12
+    assert rec.interrupted == ["a"]
+    assert rec.last_seq == 12
+    await j.close()
+
+
+async def test_readonly_recover_matches_and_progress_is_reported(db: str) -> None:
+    records = [Schedule(f"k{i}", i + 1, "h", float(i), None, 0.0) for i in range(120_000)]
+    await write(db, records)
+    ro = await Journal.open(db, readonly=True)
+    seen: list[tuple[int, int]] = []
+    rec = await ro.recover(progress=lambda done, total: seen.append((done, total)))
+    assert len(rec.timers) == 120_000
+    assert rec.max_version == 120_000
+    assert seen[-1] == (120_000, 120_000)
+    assert len(seen) >= 3
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    await ro.close()
+
+
+async def test_corrupted_record_body_names_its_seq(db: str) -> None:
+    await write(db, [Schedule(f"k{i}", i + 1, "h", 1.0, None, 0.0) for i in range(10)])
+    con = sqlite3.connect(db)
+    con.execute("UPDATE records SET body = ? WHERE seq = 7", (b"\xc1garbage",))
+    con.commit()
+    con.close()
+    j = await Journal.open(db)
+    with pytest.raises(JournalCorrupt) as info:
+        await j.recover()
+    assert info.value.seq == 7
+    assert "7" in str(info.value)
+    report = await j.check()
+    assert not report.ok
+    assert report.corrupt_seqs == [7]
+    await j.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        msgpack.packb(["k3", 1]),  # valid msgpack, wrong shape
+        msgpack.packb(["k3", "1", "h", 1.0, None, 0.0]),  # wrong type
+        b"",
+    ],
+)
+async def test_wrong_shape_record_is_corrupt_not_skipped(db: str, body: bytes) -> None:
+    await write(db, [Schedule(f"k{i}", i + 1, "h", 1.0, None, 0.0) for i in range(5)])
+    con = sqlite3.connect(db)
+    con.execute("UPDATE records SET body = ? WHERE seq = 3", (body,))
+    con.commit()
+    con.close()
+    ro = await Journal.open(db, readonly=True)
+    with pytest.raises(JournalCorrupt) as info:
+        await ro.recover()
+    assert info.value.seq == 3
+    await ro.close()
+
+
+async def test_unknown_kind_is_corrupt(db: str) -> None:
+    await write(db, [Schedule("k", 1, "h", 1.0, None, 0.0)])
+    con = sqlite3.connect(db)
+    con.execute("UPDATE records SET kind = 42 WHERE seq = 1")
+    con.commit()
+    con.close()
+    j = await Journal.open(db)
+    with pytest.raises(JournalCorrupt) as info:
+        await j.recover()
+    assert info.value.seq == 1
+    await j.close()
+
+
+async def test_damaged_snapshot_row_is_corrupt(db: str) -> None:
+    await write(db, [Schedule("k", 1, "h", 1.0, None, 0.0)])
+    j = await Journal.open(db)
+    await j.compact(retention=0, now=0)
+    await j.close()
+    con = sqlite3.connect(db)
+    con.execute("UPDATE snapshot SET body = x'c1' WHERE key = 'k'")
+    con.commit()
+    con.close()
+    j = await Journal.open(db)
+    with pytest.raises(JournalCorrupt, match="'k'"):
+        await j.recover()
+    await j.close()
+
+
+async def test_recover_sees_records_while_writing(db: str) -> None:
+    j = await Journal.open(db)
+    futs = [j.submit([Schedule(f"k{i}", i + 1, "h", 1.0, None, 0.0)]) for i in range(1000)]
+    rec_task = asyncio.create_task(j.recover())
+    await asyncio.gather(*futs)
+    rec = await rec_task
+    assert rec.records == len(rec.timers)  # a consistent prefix
+    assert len((await j.recover()).timers) == 1000
+    await j.close()
+
+
+async def test_history_and_snapshot_row(db: str) -> None:
+    await write(
+        db,
+        [
+            Schedule("a", 1, "h", 10.0, None, 1.0),
+            Schedule("ab", 2, "h", 10.0, None, 1.0),  # a prefix-match must not leak in
+            Attempt("a", 1, 1, 10.0),
+            Ack("a", 1, 11.0),
+        ],
+    )
+    j = await Journal.open(db, readonly=True)
+    hist = await j.history("a")
+    assert [(seq, type(r).__name__) for seq, r in hist] == [
+        (1, "Schedule"),
+        (3, "Attempt"),
+        (4, "Ack"),
+    ]
+    assert await j.history("zzz") == []
+    assert await j.snapshot_row("a") is None
+    info = await j.info()
+    assert (info.tail_records, info.last_seq, info.snapshot_rows) == (4, 4, 0)
+    await j.close()
+    w = await Journal.open(db)
+    await w.compact(retention=1e9, now=100.0)
+    row = await w.snapshot_row("a")
+    assert row is not None and row.state == "SUCCEEDED"
+    assert await w.history("a") == []
+    await w.close()
+
+
+async def test_recover_on_closed_readonly_raises(db: str) -> None:
+    await write(db, [])
+    ro = await Journal.open(db, readonly=True)
+    await ro.close()
+    with pytest.raises(JournalError):
+        await ro.recover()
