@@ -1,5 +1,952 @@
-"""Placeholder: the engine is being written."""
+"""The engine: joins the timing wheel, the handler registry and the journal on an asyncio loop.
+
+How a timer moves (see ``docs/design.md``)::
+
+    schedule() --commit--> PENDING in the wheel --due--> RUNNING (attempt committed)
+        --handler returns--> SUCCEEDED (ack, batched)
+        --handler raises--> PENDING again after a backoff, or DEAD
+    cancel():  PENDING --commit--> CANCELED;  RUNNING --> handler task cancelled
+
+One loop timer is armed, for the earliest due tick; with nothing due the engine sleeps. When it
+fires, every timer due by the wall clock is taken out of the wheel in (tick, version) order and
+handed to at most ``max_concurrency`` workers. Plain (non-async) handlers run inline, like
+``call_at`` callbacks; async ones are awaited by a small pool of worker tasks, not one task each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import logging
+import math
+import os
+import secrets
+import signal
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from journal import Ack, Attempt, Cancel, Dead, Record, Redrive, Retry, Schedule
+from journal.errors import JournalError
+from wheel_engine.clock import Cancellable, Clock, SystemClock
+from wheel_engine.errors import DuplicateKey, EngineError, PermanentError, UnknownHandler
+from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
+from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
+from wheel_engine.retry import RetryPolicy
+from wheel_engine.stats import Counters
+from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_TIMEOUT, Timer
+from wheel_engine.validation import (
+    ON_CONFLICT,
+    check_key,
+    decode_payload,
+    due_time,
+    encode_payload,
+)
+from wheel_engine.wheel import TimingWheel
+
+if TYPE_CHECKING:
+    from journal import Journal
+
+logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=HandlerFn)
+
+PENDING = TimerState.PENDING
+RUNNING = TimerState.RUNNING
+SUCCEEDED = TimerState.SUCCEEDED
+CANCELED = TimerState.CANCELED
+DEAD = TimerState.DEAD
+
+INLINE_BATCH = 1024  # inline handlers run per loop callback before yielding to other work
+WORKER_YIELD_EVERY = 256  # a worker yields to the loop after this many back-to-back firings
+JOURNAL_RETRY_DELAY = 1.0  # seconds before re-dispatching a batch whose attempt commit failed
+
+# A validated schedule request: (handler, due, payload, payload bytes, key or None, on_conflict)
+_Request = tuple[str, float, Any, bytes | None, str | None, str]
 
 
-class Engine:  # pragma: no cover - replaced by the real engine
-    pass
+class Engine:
+    """Durable timers on the running asyncio loop. See SPEC.md for the whole contract.
+
+    Guarantees: a handler never runs before its timer's due time by the wall clock; every
+    committed, uncancelled timer fires at least once (until a handler returns or it is DEAD);
+    a cancel that returned ``CANCELED`` is final; with a journal all of that survives crashes.
+    Not guaranteed: exactly once (handlers get ``Firing.idempotency_key`` for that).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = "wheel-engine.db",
+        *,
+        tick: float = 0.001,
+        durability: Literal["full", "normal"] = "full",
+        max_concurrency: int = 64,
+        default_retry: RetryPolicy | None = None,
+        default_timeout: float | None = None,
+        max_payload_bytes: int = 65536,
+        clock: Clock | None = None,
+        retention: float = 86400.0,
+        compact_min_records: int = 10_000,
+        clock_check: float | None = 60.0,
+    ) -> None:
+        if not (tick > 0 and math.isfinite(tick)):
+            raise ValueError("tick must be a positive number of seconds")
+        if durability not in ("full", "normal"):
+            raise ValueError('durability must be "full" or "normal"')
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        self.path = None if path is None else os.fspath(path)
+        self.tick = float(tick)
+        self.durability = durability
+        self.max_concurrency = max_concurrency
+        self.default_retry = default_retry if default_retry is not None else RetryPolicy()
+        self.default_timeout = default_timeout
+        self.max_payload_bytes = max_payload_bytes
+        self.retention = retention
+        self.compact_min_records = compact_min_records
+        self.clock_check = clock_check
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.journal: Journal | None = None
+
+        self._handlers: dict[str, HandlerSpec] = {}
+        self._timers: dict[str, Timer] = {}  # key -> its latest version, live or finished
+        self._finished: dict[str, Timer] = {}  # finished timers in finishing order (retention)
+        self._unhandled: dict[str, dict[str, Timer]] = {}  # handler name -> parked due timers
+        self._wheel: TimingWheel[Timer] = TimingWheel(0)
+        self._ready: deque[Timer] = deque()  # attempt committed, waiting for a worker
+        self._workers: set[asyncio.Task[None]] = set()
+        self._threads: set[asyncio.Future[Any]] = set()
+        self._background: set[asyncio.Future[Any]] = set()
+        self._running = 0  # handlers running now
+        self._armed: Cancellable | None = None
+        self._armed_tick: int | None = None
+        self._next_version = 1
+        self._key_prefix = secrets.token_hex(6)
+        self._key_counter = itertools.count(1)
+        self._stats = Counters()
+        self._started = False
+        self._closing = False
+        self._closed: asyncio.Event | None = None  # set once close() has finished
+        self._compacting: asyncio.Task[Any] | None = None
+        self._last_compaction: float | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._idle: asyncio.Event | None = None
+
+    # ------------------------------------------------------------------ handlers
+    def handler(
+        self,
+        name: str,
+        *,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        thread: bool = False,
+    ) -> Callable[[F], F]:
+        """Decorator form of :meth:`register`."""
+
+        def decorate(fn: F) -> F:
+            self.register(name, fn, timeout=timeout, retry=retry, thread=thread)
+            return fn
+
+        return decorate
+
+    def register(
+        self,
+        name: str,
+        fn: HandlerFn,
+        *,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        thread: bool = False,
+    ) -> None:
+        """Register ``fn`` under ``name``. Timers parked for want of it become due again."""
+        spec = make_spec(
+            name,
+            fn,
+            timeout=timeout if timeout is not None else self.default_timeout,
+            retry=retry if retry is not None else self.default_retry,
+            thread=thread,
+        )
+        self._handlers[name] = spec
+        parked = self._unhandled.pop(name, None)
+        if parked and self._started:
+            for timer in parked.values():
+                self._insert(timer)
+            self._arm()
+        elif parked:
+            self._unhandled[name] = parked  # re-inserted by start()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Open and recover the journal, then start firing. Overdue timers fire at once."""
+        if self._started:
+            raise EngineError("engine already started")
+        self._loop = asyncio.get_running_loop()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        now = self.clock.time()
+        self._wheel = TimingWheel(self._tick_floor(now))
+        if self.path is not None:
+            await self._open_journal()
+        self._started = True
+        attach = getattr(self.clock, "attach", None)
+        if attach is not None:
+            attach(self)
+        for parked in list(self._unhandled.values()):
+            for timer in parked.values():
+                if timer.handler in self._handlers:
+                    self._insert(timer)
+        self._unhandled = {
+            name: parked for name, parked in self._unhandled.items() if name not in self._handlers
+        }
+        self._arm()
+        self._loop.call_soon(self._on_tick)  # overdue timers fire at once
+
+    async def _open_journal(self) -> None:
+        from journal import Journal
+
+        journal = await Journal.open(self.path or "", durability=self.durability)
+        try:
+            recovered = await journal.recover(progress=self._log_recovery_progress)
+        except BaseException:
+            await journal.close()
+            raise
+        self.journal = journal
+        self._next_version = recovered.max_version + 1
+        counts: dict[str, int] = {}
+        for row in recovered.timers.values():
+            state = TimerState(row.state)
+            if state is RUNNING:  # interrupted by the crash: it runs again
+                state = PENDING
+            timer = Timer(
+                row.key,
+                row.version,
+                row.handler,
+                row.due,
+                decode_payload(row.payload),
+                state,
+                row.attempts,
+                row.last_error,
+                row.first_attempt_at,
+                row.updated_at,
+            )
+            self._timers[row.key] = timer
+            counts[state.value] = counts.get(state.value, 0) + 1
+            if state is PENDING:
+                self._park(timer)  # placed in the wheel by start() once handlers are known
+            else:
+                self._finished[row.key] = timer
+        logger.info(
+            "recovered %s: %d records, %s, next version %d",
+            self.path,
+            recovered.records,
+            ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())) or "no timers",
+            self._next_version,
+        )
+
+    def _log_recovery_progress(self, done: int, total: int) -> None:
+        logger.info("recovering %s: %d of %d records", self.path, done, total)
+
+    async def close(self, grace: float = 10.0) -> None:
+        """Stop dispatching, wait up to ``grace`` seconds for running handlers, then cancel them.
+
+        Cancelled handlers are not acknowledged: they fire again after the next start. The
+        journal is flushed (acks included) and closed. Idempotent.
+        """
+        if not self._started or self._closing:
+            if self._closed is not None:
+                await self._closed.wait()
+            return
+        self._closing = True
+        self._closed = asyncio.Event()
+        try:
+            self._disarm()
+            if self._running and grace > 0 and self._idle is not None:
+                await self._wait_idle(grace)
+            for task in list(self._workers):
+                task.cancel()
+            if self._workers:
+                await asyncio.gather(*self._workers, return_exceptions=True)
+            if self._compacting is not None:
+                await asyncio.gather(self._compacting, return_exceptions=True)
+            if self.journal is not None:
+                try:
+                    await self.journal.flush()
+                finally:
+                    await self.journal.close()
+        finally:
+            detach = getattr(self.clock, "detach", None)
+            if detach is not None:
+                detach(self)
+            self._closed.set()
+            logger.info("engine closed (%d pending, %d running)", self._count(PENDING), 0)
+
+    async def _wait_idle(self, grace: float) -> None:
+        assert self._idle is not None
+        idle = asyncio.ensure_future(self._idle.wait())
+        timeout = asyncio.ensure_future(self.clock.sleep(grace))
+        try:
+            await asyncio.wait({idle, timeout}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            idle.cancel()
+            timeout.cancel()
+
+    async def wait_closed(self) -> None:
+        """Wait until :meth:`close` has finished (e.g. after a signal)."""
+        while self._closed is None:
+            await asyncio.sleep(0.05)
+        await self._closed.wait()
+
+    def install_signal_handlers(self, grace: float = 10.0) -> None:
+        """Make SIGTERM and SIGINT close the engine gracefully (see :meth:`close`)."""
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._close_soon, grace)
+
+    def _close_soon(self, grace: float) -> None:
+        logger.info("signal received: closing with %.1f s grace", grace)
+        self._spawn(self.close(grace))
+
+    async def __aenter__(self) -> Engine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ scheduling
+    def _check_open(self) -> None:
+        if not self._started:
+            raise EngineError("engine not started: use 'async with engine' or await start()")
+        if self._closing:
+            raise EngineError("engine is closing: no new work is accepted")
+
+    def _new_key(self) -> str:
+        return f"{self._key_prefix}-{next(self._key_counter)}"
+
+    async def schedule(
+        self,
+        handler: str,
+        *,
+        at: datetime | float | None = None,
+        delay: float | None = None,
+        payload: Any = None,
+        key: str | None = None,
+        on_conflict: Literal["replace", "keep", "error"] = "replace",
+    ) -> TimerInfo:
+        """Schedule ``handler`` with ``payload`` at ``at`` or after ``delay`` seconds.
+
+        Returns once the schedule is committed to the journal. ``on_conflict`` says what to do
+        when ``key`` names a PENDING or RUNNING timer: ``"replace"`` it (new due time, payload
+        and version), ``"keep"`` it (returned unchanged) or raise ``DuplicateKey`` (``"error"``).
+        """
+        self._check_open()
+        request = self._validate(handler, at, delay, payload, key, on_conflict)
+        timer, undo = self._apply_schedule(*request)
+        if undo is not None and self.journal is not None:
+            await self._commit([undo[0]], [undo])
+        return timer.info()
+
+    async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
+        """Schedule many timers in one commit. Each request takes :meth:`schedule`'s keywords.
+
+        Every request is validated before any is applied: one bad request rejects them all.
+        """
+        self._check_open()
+        validated: list[_Request] = []
+        for request in requests:
+            options = dict(request)
+            handler = options.pop("handler", None)
+            unknown = set(options) - {"at", "delay", "payload", "key", "on_conflict"}
+            if unknown:
+                raise TypeError(f"unknown schedule option(s): {', '.join(sorted(unknown))}")
+            validated.append(
+                self._validate(
+                    handler,
+                    options.get("at"),
+                    options.get("delay"),
+                    options.get("payload"),
+                    options.get("key"),
+                    options.get("on_conflict", "replace"),
+                )
+            )
+        timers = []
+        undos = []
+        for valid in validated:
+            timer, undo = self._apply_schedule(*valid)
+            timers.append(timer)
+            if undo is not None:
+                undos.append(undo)
+        if undos and self.journal is not None:
+            await self._commit([undo[0] for undo in undos], undos)
+        return [timer.info() for timer in timers]
+
+    def _validate(
+        self,
+        handler: str,
+        at: datetime | float | None,
+        delay: float | None,
+        payload: Any,
+        key: str | None,
+        on_conflict: str,
+    ) -> _Request:
+        if handler not in self._handlers:
+            raise UnknownHandler(f"no handler registered as {handler!r}")
+        if on_conflict not in ON_CONFLICT:
+            raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
+        due = due_time(self.clock.time(), at, delay)
+        if key is not None:
+            check_key(key)
+        data = encode_payload(payload, self.max_payload_bytes)
+        return handler, due, payload, data, key, on_conflict
+
+    def _apply_schedule(
+        self,
+        handler: str,
+        due: float,
+        payload: Any,
+        data: bytes | None,
+        key: str | None,
+        on_conflict: str,
+    ) -> tuple[Timer, tuple[Record, Timer, Timer | None] | None]:
+        """Put a validated schedule into memory. Returns the timer and how to undo it."""
+        previous = None
+        if key is None:
+            key = self._new_key()
+        else:
+            previous = self._timers.get(key)
+            if previous is not None and previous.state.is_live:
+                if on_conflict == "keep":
+                    return previous, None
+                if on_conflict == "error":
+                    raise DuplicateKey(
+                        f"key {key!r} names a live timer (version {previous.version})"
+                    )
+                if previous.state is PENDING:
+                    self._unplace(previous)
+        version = self._next_version
+        self._next_version = version + 1
+        now = self.clock.time()
+        timer = Timer(key, version, handler, due, payload, updated_at=now)
+        self._timers[key] = timer
+        self._finished.pop(key, None)
+        self._insert(timer)
+        if self._armed_tick is None or timer.entry.tick < self._armed_tick:
+            self._arm()
+        record = Schedule(key, version, handler, due, data, now)
+        return timer, (record, timer, previous)
+
+    async def _commit(
+        self, records: list[Record], undos: list[tuple[Record, Timer, Timer | None]]
+    ) -> None:
+        """Commit schedule records; on failure take them back out of memory, newest first."""
+        assert self.journal is not None
+        try:
+            await self.journal.submit(records)
+        except BaseException:
+            for _, timer, previous in reversed(undos):
+                self._undo_schedule(timer, previous)
+            raise
+        self._maybe_compact()
+
+    def _undo_schedule(self, timer: Timer, previous: Timer | None) -> None:
+        if self._timers.get(timer.key) is not timer:
+            return  # replaced again meanwhile; that later call owns the key
+        if timer.state is PENDING:
+            self._unplace(timer)
+        timer.state = CANCELED  # this version never existed durably: it must not fire
+        if previous is None:
+            del self._timers[timer.key]
+            return
+        self._timers[timer.key] = previous
+        if previous.state is PENDING:
+            self._insert(previous)
+            self._arm()
+
+    # ------------------------------------------------------------------ cancelling
+    async def cancel(self, key: str, *, version: int | None = None) -> CancelResult:
+        """Cancel the timer ``key`` (only if ``version`` is its live version, when given).
+
+        ``CANCELED`` is returned only once the cancel is committed; that version never fires.
+        """
+        self._check_open()
+        timer = self._timers.get(key)
+        if timer is None or (version is not None and version != timer.version):
+            return CancelResult.NOT_FOUND
+        if timer.state is RUNNING:
+            if timer.interrupt is None:
+                timer.interrupt = INTERRUPT_CANCEL
+                if timer.task is not None:
+                    timer.task.cancel()
+            return CancelResult.CANCEL_REQUESTED
+        if timer.state is not PENDING:
+            return CancelResult.ALREADY_DONE
+        self._unplace(timer)
+        self._finish(timer, CANCELED)
+        self._stats.canceled += 1
+        if self.journal is not None:
+            try:
+                await self.journal.submit([Cancel(key, timer.version, timer.updated_at)])
+            except BaseException:
+                self._undo_cancel(timer)
+                raise
+            self._maybe_compact()
+        return CancelResult.CANCELED
+
+    def _undo_cancel(self, timer: Timer) -> None:
+        if self._timers.get(timer.key) is timer and timer.state is CANCELED:
+            self._finished.pop(timer.key, None)
+            timer.state = PENDING
+            self._stats.canceled -= 1
+            self._insert(timer)
+            self._arm()
+
+    # ------------------------------------------------------------------ reading
+    def get(self, key: str) -> TimerInfo | None:
+        """The timer ``key`` as it is now (finished ones until their retention runs out)."""
+        timer = self._timers.get(key)
+        return None if timer is None else timer.info()
+
+    def timers(
+        self, state: TimerState | str | None = None, handler: str | None = None
+    ) -> list[TimerInfo]:
+        """Every timer known, optionally only those in ``state`` or for ``handler``."""
+        wanted = None if state is None else TimerState(state)
+        return [
+            timer.info()
+            for timer in self._timers.values()
+            if (wanted is None or timer.state is wanted)
+            and (handler is None or timer.handler == handler)
+        ]
+
+    def _count(self, state: TimerState) -> int:
+        return sum(1 for timer in self._timers.values() if timer.state is state)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by state, counters since start, lateness (seconds) and journal size."""
+        counts = dict.fromkeys(TimerState, 0)
+        for timer in self._timers.values():
+            counts[timer.state] += 1
+        p50, p99 = self._stats.lag_percentiles()
+        return {
+            "pending": counts[PENDING],
+            "running": counts[RUNNING],
+            "succeeded_retained": counts[SUCCEEDED],
+            "canceled_retained": counts[CANCELED],
+            "dead": counts[DEAD],
+            "unhandled": sum(len(parked) for parked in self._unhandled.values()),
+            "unhandled_handlers": sorted(self._unhandled),
+            "fired": self._stats.fired,
+            "succeeded": self._stats.succeeded,
+            "retried": self._stats.retried,
+            "canceled": self._stats.canceled,
+            "dead_total": self._stats.dead,
+            "redriven": self._stats.redriven,
+            "lag_p50": p50,
+            "lag_p99": p99,
+            "lag_max": self._stats.lag_max,
+            "journal_records": self.journal.tail_records if self.journal is not None else 0,
+            "last_compaction": self._last_compaction,
+        }
+
+    # ------------------------------------------------------------------ dead letters
+    async def redrive(self, key: str, *, at: datetime | float | None = None) -> TimerInfo:
+        """Send a DEAD timer back to PENDING, due at ``at`` (default: now), attempts reset.
+
+        It gets a new version (and so a new idempotency key): it is a new run of the work.
+        """
+        self._check_open()
+        timer = self._timers.get(key)
+        if timer is None:
+            raise KeyError(key)
+        if timer.state is not DEAD:
+            raise EngineError(f"timer {key!r} is {timer.state.value}, not DEAD")
+        now = self.clock.time()
+        due = now if at is None else due_time(now, at, None)
+        old_version = timer.version
+        timer.version = self._next_version
+        self._next_version += 1
+        timer.due = due
+        timer.state = PENDING
+        timer.attempts = 0
+        timer.first_attempt_at = None
+        timer.updated_at = now
+        self._finished.pop(key, None)
+        self._stats.redriven += 1
+        self._place(timer)
+        self._arm()
+        if self.journal is not None:
+            await self.journal.submit([Redrive(key, old_version, timer.version, due, now)])
+        logger.info("redriven %s: version %d -> %d", key, old_version, timer.version)
+        return timer.info()
+
+    # ------------------------------------------------------------------ compaction
+    async def compact(self) -> None:
+        """Rewrite the journal to the live state now, online (schedules keep working)."""
+        self._check_open()
+        if self.journal is None:
+            return
+        if self._compacting is not None:
+            await asyncio.shield(self._compacting)
+            return
+        self._compacting = asyncio.ensure_future(self._run_compaction())
+        await asyncio.shield(self._compacting)
+
+    async def _run_compaction(self) -> None:
+        assert self.journal is not None
+        try:
+            result = await self.journal.compact(retention=self.retention, now=self.clock.time())
+            self._last_compaction = self.clock.time()
+            logger.info("compacted %s: %s", self.path, result)
+        finally:
+            self._compacting = None
+
+    def _maybe_compact(self) -> None:
+        """Compaction runs on its own once history outweighs the live timers (bounded file)."""
+        journal = self.journal
+        if journal is None or self._compacting is not None or self._closing:
+            return
+        if journal.tail_records > max(self.compact_min_records, 2 * len(self._timers)):
+            self._compacting = asyncio.ensure_future(self._run_compaction())
+            self._compacting.add_done_callback(_log_failure)
+
+    # ------------------------------------------------------------------ the wheel
+    def _tick_floor(self, when: float) -> int:
+        return math.floor(when / self.tick)
+
+    def _insert(self, timer: Timer) -> None:
+        """Into the wheel at its due tick, rounded up: a tick is never before the due time."""
+        timer.entry = self._wheel.insert(math.ceil(timer.due / self.tick), timer.version, timer)
+
+    def _place(self, timer: Timer) -> None:
+        """A pending timer goes into the wheel, or is parked if its handler is unknown."""
+        if timer.handler in self._handlers or not self._started:
+            self._insert(timer)
+        else:
+            self._park(timer)
+
+    def _park(self, timer: Timer) -> None:
+        self._unhandled.setdefault(timer.handler, {})[timer.key] = timer
+
+    def _unplace(self, timer: Timer) -> None:
+        """Take a pending timer out of the wheel or the parking lot."""
+        if timer.entry is not None:
+            self._wheel.remove(timer.entry)
+            timer.entry = None
+        else:
+            parked = self._unhandled.get(timer.handler)
+            if parked is not None and parked.pop(timer.key, None) is not None and not parked:
+                del self._unhandled[timer.handler]
+
+    def _arm(self) -> None:
+        """Keep exactly one clock callback, for the earliest due tick (none when idle)."""
+        if self._closing or not self._started:
+            return
+        next_tick = self._wheel.next_tick()
+        if next_tick == self._armed_tick and self._armed is not None:
+            return
+        self._disarm()
+        if next_tick is None:
+            return
+        when = next_tick * self.tick
+        if self.clock_check is not None:
+            # A wall clock set forward is noticed within clock_check seconds.
+            when = min(when, self.clock.time() + self.clock_check)
+        self._armed_tick = next_tick
+        self._armed = self.clock.call_at(when, self._on_tick)
+
+    def _disarm(self) -> None:
+        if self._armed is not None:
+            self._armed.cancel()
+        self._armed = None
+        self._armed_tick = None
+
+    def _on_tick(self) -> None:
+        """The armed callback: take every timer due by the wall clock and dispatch it."""
+        self._armed = None
+        self._armed_tick = None
+        if self._closing:
+            return
+        now = self.clock.time()
+        batch = self._wheel.advance(self._tick_floor(now))
+        if batch:
+            self._dispatch(batch, now)
+        self._purge_finished(now)
+        self._arm()
+
+    def _dispatch(self, batch: list[Timer], now: float) -> None:
+        handlers = self._handlers
+        runnable = []
+        for timer in batch:
+            timer.entry = None
+            if timer.due > now:  # float rounding of the tick: never early, try next tick
+                self._insert(timer)
+                continue
+            if timer.handler not in handlers:
+                self._park(timer)
+                continue
+            timer.state = RUNNING
+            timer.attempts += 1
+            if timer.first_attempt_at is None:
+                timer.first_attempt_at = now
+            timer.updated_at = now
+            runnable.append(timer)
+        if not runnable:
+            return
+        self._running += len(runnable)
+        assert self._idle is not None
+        self._idle.clear()
+        if self.journal is None:
+            self._run_batch(runnable)
+            return
+        # Attempts are committed before their handlers run, so a handler that kills the
+        # process counts as an attempt and cannot crash-loop forever.
+        records: list[Record] = [
+            Attempt(timer.key, timer.version, timer.attempts, now) for timer in runnable
+        ]
+        committed = self.journal.submit(records)
+        committed.add_done_callback(lambda future: self._attempts_committed(future, runnable))
+
+    def _attempts_committed(self, future: asyncio.Future[None], batch: list[Timer]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            error = future.exception() if not future.cancelled() else "cancelled"
+            logger.warning("could not commit %d attempts (%s); retrying them", len(batch), error)
+            retry_at = self.clock.time() + JOURNAL_RETRY_DELAY
+            for timer in batch:
+                self._running -= 1
+                if timer.state is RUNNING and self._timers.get(timer.key) is timer:
+                    timer.state = PENDING
+                    timer.attempts -= 1
+                    timer.due = max(timer.due, retry_at)
+                    self._insert(timer)
+            self._check_idle()
+            self._arm()
+            return
+        if self._closing:
+            self._running -= len(batch)  # not run: they fire again after the next start
+            self._check_idle()
+            return
+        self._run_batch(batch)
+
+    def _run_batch(self, batch: list[Timer]) -> None:
+        handlers = self._handlers
+        inline = 0
+        for timer in batch:
+            if timer.interrupt == INTERRUPT_CANCEL:  # cancelled while its attempt was committing
+                self._running -= 1
+                self._complete(timer, None, cancelled=True)
+                continue
+            spec = handlers[timer.handler]
+            if spec.inline and inline < INLINE_BATCH and not self._ready:
+                inline += 1
+                self._run_inline(timer, spec)
+            else:
+                self._ready.append(timer)
+        if self._ready:
+            self._start_workers()
+        self._check_idle()
+
+    def _firing(self, timer: Timer) -> Firing:
+        now = self.clock.time()
+        lag = now - timer.due
+        stats = self._stats
+        stats.fired += 1
+        stats.lags.append(lag)
+        if lag > stats.lag_max:
+            stats.lag_max = lag
+        return Firing(
+            timer.key, timer.version, timer.handler, timer.payload, timer.due, timer.attempts, now
+        )
+
+    def _run_inline(self, timer: Timer, spec: HandlerSpec) -> None:
+        try:
+            spec.fn(self._firing(timer))
+        except Exception as exc:
+            self._running -= 1
+            self._complete(timer, exc)
+            return
+        self._running -= 1
+        self._complete(timer, None)
+
+    # ------------------------------------------------------------------ workers
+    def _start_workers(self) -> None:
+        wanted = min(self.max_concurrency - len(self._workers), len(self._ready))
+        for _ in range(wanted):
+            task = asyncio.ensure_future(self._worker())
+            self._workers.add(task)
+            task.add_done_callback(self._workers.discard)
+
+    async def _worker(self) -> None:
+        """Drain the ready queue. One task serves many firings; it ends when the queue is empty."""
+        task = asyncio.current_task()
+        assert task is not None
+        ready = self._ready
+        handlers = self._handlers
+        served = 0
+        while ready and not self._closing:
+            timer = ready.popleft()
+            if timer.interrupt == INTERRUPT_CANCEL:
+                self._running -= 1
+                self._complete(timer, None, cancelled=True)
+                continue
+            spec = handlers[timer.handler]
+            error: BaseException | None = None
+            timeout = None
+            timer.task = task
+            if spec.timeout is not None:
+                timeout = self.clock.call_at(
+                    self.clock.time() + spec.timeout,
+                    functools.partial(self._interrupt, timer, INTERRUPT_TIMEOUT),
+                )
+            try:
+                firing = self._firing(timer)
+                if spec.is_async:
+                    await spec.fn(firing)
+                elif spec.thread:
+                    await self._in_thread(spec, firing)
+                else:
+                    spec.fn(firing)
+            except asyncio.CancelledError as exc:
+                if timer.interrupt is None:  # the engine is closing: not acknowledged
+                    timer.task = None
+                    self._running -= 1
+                    self._check_idle()
+                    raise
+                error = exc
+            except Exception as exc:
+                error = exc
+            finally:
+                if timeout is not None:
+                    timeout.cancel()
+            timer.task = None
+            if timer.interrupt is not None and task.cancelling():
+                task.uncancel()
+            self._running -= 1
+            self._complete(timer, error, cancelled=timer.interrupt == INTERRUPT_CANCEL)
+            served += 1
+            if served % WORKER_YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        self._check_idle()
+
+    async def _in_thread(self, spec: HandlerSpec, firing: Firing) -> None:
+        assert self._loop is not None
+        future = self._loop.run_in_executor(None, spec.fn, firing)
+        self._threads.add(future)
+        future.add_done_callback(self._threads.discard)
+        await future
+
+    def _interrupt(self, timer: Timer, reason: str) -> None:
+        if timer.state is RUNNING and timer.task is not None and timer.interrupt is None:
+            timer.interrupt = reason
+            timer.task.cancel()
+
+    def _check_idle(self) -> None:
+        if self._running == 0 and self._idle is not None:
+            self._idle.set()
+
+    # ------------------------------------------------------------------ outcomes
+    def _complete(self, timer: Timer, error: BaseException | None, cancelled: bool = False) -> None:
+        """Record how an attempt ended: success, cancel, retry or dead."""
+        interrupt = timer.interrupt
+        timer.interrupt = None
+        current = self._timers.get(timer.key) is timer
+        now = self.clock.time()
+        if error is None:
+            self._stats.succeeded += 1
+            self._journal_write(Ack(timer.key, timer.version, now))
+            if current:
+                self._finish(timer, SUCCEEDED, now)
+            return
+        if cancelled:
+            self._stats.canceled += 1
+            self._journal_write(Cancel(timer.key, timer.version, now))
+            if current:
+                self._finish(timer, CANCELED, now)
+            return
+        if interrupt == INTERRUPT_TIMEOUT:
+            message = f"timed out after {self._handlers[timer.handler].timeout} s"
+        else:
+            message = f"{type(error).__name__}: {error}"
+        timer.last_error = message
+        spec = self._handlers.get(timer.handler)
+        delay = None
+        if spec is not None and not isinstance(error, PermanentError):
+            first = timer.first_attempt_at if timer.first_attempt_at is not None else now
+            delay = spec.retry.next_delay(timer.attempts, first_attempt_at=first, now=now)
+        if delay is None:
+            self._stats.dead += 1
+            self._journal_write(Dead(timer.key, timer.version, timer.attempts, message, now))
+            if current:
+                self._finish(timer, DEAD, now)
+            logger.warning(
+                "timer %s (version %d) is DEAD after %d attempt(s): %s",
+                timer.key,
+                timer.version,
+                timer.attempts,
+                message,
+            )
+            return
+        self._stats.retried += 1
+        due = now + delay
+        self._journal_write(Retry(timer.key, timer.version, timer.attempts, message, due, now))
+        if current:
+            timer.state = PENDING
+            timer.due = due
+            timer.updated_at = now
+            self._place(timer)
+            self._arm()
+
+    def _finish(self, timer: Timer, state: TimerState, now: float | None = None) -> None:
+        timer.state = state
+        timer.updated_at = self.clock.time() if now is None else now
+        self._finished[timer.key] = timer
+
+    def _journal_write(self, record: Record) -> None:
+        """Outcome records are batched, not awaited: a lost ack only means firing again."""
+        if self.journal is None:
+            return
+        future = self.journal.submit([record])
+        future.add_done_callback(_log_failure)
+        self._maybe_compact()
+
+    def _purge_finished(self, now: float) -> None:
+        """Forget finished timers older than ``retention`` (dead ones stay until redriven)."""
+        finished = self._finished
+        horizon = now - self.retention
+        while finished:
+            key = next(iter(finished))
+            timer = finished[key]
+            if timer.updated_at > horizon:
+                return
+            del finished[key]
+            if timer.state is not DEAD and self._timers.get(key) is timer:
+                del self._timers[key]
+
+    # ------------------------------------------------------------------ test support
+    def busy(self) -> bool:
+        """Work is in flight off the loop (journal commits, thread handlers)."""
+        return bool(self._threads) or (self.journal is not None and self.journal.busy())
+
+    async def quiesce(self) -> None:
+        """Wait for the off-loop work that :meth:`busy` reports."""
+        if self._threads:
+            await asyncio.wait(set(self._threads))
+        if self.journal is not None and self.journal.busy():
+            await self.journal.flush()
+
+    def _spawn(self, coro: Any) -> None:
+        future = asyncio.ensure_future(coro)
+        self._background.add(future)
+        future.add_done_callback(self._background.discard)
+
+
+def _log_failure(future: asyncio.Future[Any]) -> None:
+    if future.cancelled():
+        return
+    error = future.exception()
+    if error is not None:
+        if isinstance(error, JournalError):
+            logger.warning("journal write failed: %s", error)
+        else:
+            logger.error("background work failed", exc_info=error)

@@ -6,7 +6,7 @@ import enum
 from typing import Any, NamedTuple
 
 
-class TimerState(str, enum.Enum):
+class TimerState(enum.StrEnum):
     """Where a timer is in its life. The string values are what the journal stores."""
 
     PENDING = "PENDING"  #: waiting for its due time (or for its handler to be registered)
@@ -21,7 +21,7 @@ class TimerState(str, enum.Enum):
         return self is TimerState.PENDING or self is TimerState.RUNNING
 
 
-class CancelResult(str, enum.Enum):
+class CancelResult(enum.StrEnum):
     """What ``Engine.cancel`` did. Each value says exactly what happened."""
 
     CANCELED = "CANCELED"  #: it was pending; the cancel is committed and it will never fire

@@ -9,6 +9,9 @@
 ``advance`` runs every callback due on the way, in time order, and lets the event loop settle
 after each one (tasks run until they wait on something), so handlers complete within the call.
 Like trio's MockClock, nothing sleeps in real time unless a handler waits on real I/O.
+
+``Engine.close(grace)`` waits for running handlers on the engine's clock: with a virtual clock
+and a handler still sleeping, advance the clock while closing (or close with ``grace=0``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,57 @@
+"""The handler registry: timers name their handler by string, resolved only here.
+
+Names are the only thing the journal stores about a handler, so a journal replayed in a new
+process can never make the engine run code that was not registered in that process.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from wheel_engine.model import Firing
+from wheel_engine.retry import RetryPolicy
+
+HandlerFn = Callable[[Firing], Awaitable[Any]] | Callable[[Firing], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    """A registered handler and how to run it."""
+
+    name: str
+    fn: HandlerFn
+    timeout: float | None
+    retry: RetryPolicy
+    is_async: bool  #: a coroutine function: awaited by a worker
+    thread: bool  #: a plain function run in a worker thread
+    # A plain function with thread=False runs inline on the loop, like a call_at callback.
+
+    @property
+    def inline(self) -> bool:
+        return not self.is_async and not self.thread
+
+
+def make_spec(
+    name: str,
+    fn: HandlerFn,
+    *,
+    timeout: float | None,
+    retry: RetryPolicy,
+    thread: bool,
+) -> HandlerSpec:
+    """Check a registration and describe it. Raises before anything is registered."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("a handler name must be a non-empty string")
+    if not callable(fn):
+        raise TypeError(f"handler {name!r} is not callable: {fn!r}")
+    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
+    )
+    if thread and is_async:
+        raise ValueError(f"handler {name!r}: thread=True is for plain functions, not async ones")
+    if timeout is not None and not (timeout > 0 and timeout != float("inf")):
+        raise ValueError(f"handler {name!r}: timeout must be a positive number of seconds")
+    return HandlerSpec(name, fn, timeout, retry, is_async, thread)
