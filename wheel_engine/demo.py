@@ -672,6 +672,11 @@ def run(
             disable=json_mode,
             transient=False,
         )
+
+        def say(message: str) -> None:
+            if not json_mode:
+                progress.console.print(message)
+
         number = 1
         proc = _spawn(work, number)
         try:
@@ -697,7 +702,7 @@ def run(
                         codes.append(proc.returncode)
                         killed = True
                         counts = _counts(work)
-                        progress.console.print(
+                        say(
                             f"[yellow]SIGKILL[/yellow] worker #{number} (pid {proc.pid}) at "
                             f"t={killed_at - t0:.2f}s with {counts['unpaid']} orders unpaid; "
                             "restarting it on the same journal"
@@ -714,7 +719,7 @@ def run(
                         proc.kill()
                         proc.wait()
                         codes.append(proc.returncode)
-                        progress.console.print("[red]the worker did not finish in time[/red]")
+                        say("[red]the worker did not finish in time[/red]")
                         break
                     counts = _counts(work)
                     progress.update(created, completed=counts["created"])
@@ -741,18 +746,20 @@ def run(
         outcome.figures["seconds"] = time.time() - started
         outcome.figures["seed"] = seed
         if json_mode:
-            console.print_json(
+            sys.stdout.write(
                 json.dumps(
                     {
                         "ok": outcome.ok,
-                        "figures": outcome.figures,
+                        "figures": _finite(outcome.figures),
                         "checks": [
                             {"check": name, "ok": passed, "detail": detail}
                             for name, passed, detail in outcome.checks
                         ],
                     },
                     default=str,
+                    indent=2,
                 )
+                + "\n"
             )
         else:
             _report(console, outcome)
@@ -765,6 +772,17 @@ def run(
                     console.print(line, markup=False, highlight=False)
         return 0 if outcome.ok else 1
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _finite(value: Any) -> Any:
+    """NaN (no data) as None, so the JSON is standard."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _report(console: Console, outcome: Outcome) -> None:

@@ -62,22 +62,27 @@ def translate_error(path: str | os.PathLike[str], exc: BaseException) -> CliErro
     """One line a person can act on, for anything opening or reading a journal can raise."""
     if isinstance(exc, CliError):
         return exc
+    spath = os.fspath(path)
+
+    def named(message: str) -> str:
+        return message if spath in message else f"{spath}: {message}"
+
     if isinstance(exc, JournalLocked):
         return CliError(
-            f"{path}: the journal is in use by a running engine (it holds the journal's lock); "
+            f"{spath}: the journal is in use by a running engine (it holds the journal's lock); "
             "stop that process first, or use a read-only command (status, list, show, check)",
             code=EXIT_LOCKED,
         )
     if isinstance(exc, JournalCorrupt):
         where = f" at record {exc.seq}" if exc.seq is not None else ""
-        return CliError(f"{path}: damaged journal{where}: {exc}")
+        return CliError(named(f"damaged journal{where}: {exc}"))
     if isinstance(exc, JournalError):
-        return CliError(f"{path}: {exc}")
+        return CliError(named(str(exc)))
     if isinstance(exc, sqlite3.DatabaseError):
-        return CliError(f"{path}: not a readable wheel-engine journal ({exc})")
+        return CliError(named(f"not a readable wheel-engine journal ({exc})"))
     if isinstance(exc, OSError):
-        return CliError(f"{path}: {exc.strerror or exc}")
-    return CliError(f"{path}: {type(exc).__name__}: {exc}", code=EXIT_ERROR)
+        return CliError(named(str(exc.strerror or exc)))
+    return CliError(named(f"{type(exc).__name__}: {exc}"), code=EXIT_ERROR)
 
 
 @asynccontextmanager

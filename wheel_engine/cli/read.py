@@ -301,10 +301,6 @@ async def cmd_check(args: argparse.Namespace, out: Output) -> int:
     except JournalCorrupt as exc:
         where = f"record {exc.seq}" if exc.seq is not None else "the journal"
         problems.append(f"{where} is damaged: {exc}")
-    except CliError as exc:
-        problems.append(str(exc))
-    except (JournalError, sqlite3.DatabaseError, OSError) as exc:
-        problems.append(str(translate_error(args.db, exc)))
     if recovered is not None:
         for row in recovered.timers.values():
             state = str(getattr(row.state, "value", row.state))

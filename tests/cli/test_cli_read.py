@@ -1,0 +1,181 @@
+"""status, list, show, check: human output, --json, and one-line errors with exit codes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from journal.lock import WriterLock
+from wheel_engine.cli import main
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, object]:
+    code = main([*argv, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_status_counts_every_state(journal_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = run_json(capsys, "status", str(journal_file))
+    assert code == 0
+    assert isinstance(data, dict)
+    assert data["states"] == {
+        "PENDING": 2,
+        "RUNNING": 0,
+        "SUCCEEDED": 1,
+        "CANCELED": 1,
+        "DEAD": 2,
+    }
+    assert data["timers"] == 6
+    assert data["records"] > 0 and data["file_bytes"] > 0
+    assert data["handlers"]["flaky"]["DEAD"] == 1
+    assert data["unhandled"] is None
+    assert data["next_due"]["key"] == "later:1"
+
+
+def test_status_reports_unhandled_against_the_given_handlers(
+    journal_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, data = run_json(capsys, "status", str(journal_file), "--handlers", "ok,bad,flaky")
+    assert code == 0
+    assert isinstance(data, dict)
+    assert data["unhandled"] == 1
+    assert data["unhandled_handlers"] == ["mail"]
+
+
+def test_status_human(journal_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", str(journal_file)]) == 0
+    out = capsys.readouterr().out
+    assert "pending" in out and "dead" in out
+    assert "last compaction" in out and "never" in out
+    assert "flaky" in out  # the per-handler table
+
+
+def test_status_works_while_an_engine_holds_the_lock(
+    journal_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = WriterLock(str(journal_file))
+    lock.acquire()
+    try:
+        assert main(["status", str(journal_file)]) == 0
+        assert main(["list", str(journal_file)]) == 0
+        assert main(["show", str(journal_file), "done:1"]) == 0
+        assert main(["check", str(journal_file)]) == 0
+    finally:
+        lock.release()
+
+
+def test_list_filters_and_orders_by_due(
+    journal_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, data = run_json(capsys, "list", str(journal_file))
+    assert code == 0 and isinstance(data, dict)
+    dues = [t["due"] for t in data["timers"]]
+    assert dues == sorted(dues)
+    assert data["total"] == 6
+
+    code, data = run_json(capsys, "list", str(journal_file), "--state", "dead")
+    assert isinstance(data, dict)
+    assert sorted(t["key"] for t in data["timers"]) == ["dead:bad", "dead:flaky"]
+    flaky = next(t for t in data["timers"] if t["key"] == "dead:flaky")
+    assert flaky["attempts"] == 2 and "downstream unavailable" in flaky["last_error"]
+
+    code, data = run_json(capsys, "list", str(journal_file), "--handler", "ok", "--limit", "1")
+    assert isinstance(data, dict)
+    assert data["total"] == 3 and data["shown"] == 1
+    assert data["timers"][0]["handler"] == "ok"
+
+
+def test_list_human_and_bad_state(journal_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", str(journal_file), "--state", "PENDING"]) == 0
+    out = capsys.readouterr().out
+    assert "later:1" in out and "mail:1" in out and "done:1" not in out
+    assert main(["list", str(journal_file), "--state", "sleeping"]) == 2
+    assert "unknown state" in capsys.readouterr().err
+
+
+def test_show_every_field_and_history(
+    journal_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, data = run_json(capsys, "show", str(journal_file), "dead:flaky")
+    assert code == 0 and isinstance(data, dict)
+    assert data["state"] == "DEAD" and data["handler"] == "flaky"
+    assert data["payload"] == {"n": 1}
+    kinds = [h["kind"] for h in data["history"]]
+    assert kinds == ["SCHEDULE", "ATTEMPT", "RETRY", "ATTEMPT", "DEAD"]
+
+    assert main(["show", str(journal_file), "dead:bad"]) == 0
+    out = capsys.readouterr().out
+    assert "PermanentError" in out and "B2" in out and "history" in out
+
+
+def test_show_unknown_key(journal_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", str(journal_file), "no-such-key"]) == 1
+    err = capsys.readouterr().err
+    assert "no timer with key 'no-such-key'" in err
+
+
+def test_check_ok(journal_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(journal_file)]) == 0
+    assert capsys.readouterr().out.startswith("ok:")
+    code, data = run_json(capsys, "check", str(journal_file))
+    assert code == 0 and isinstance(data, dict) and data["ok"] is True
+    assert data["timers"] == 6
+
+
+def test_check_names_the_damaged_record(
+    journal_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    con = sqlite3.connect(journal_file)
+    seq = con.execute("SELECT min(seq) FROM records").fetchone()[0]
+    con.execute("UPDATE records SET body = x'c1c1c1' WHERE seq = ?", (seq,))
+    con.commit()
+    con.close()
+    assert main(["check", str(journal_file)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert str(seq) in err.splitlines()[0]
+    # The other reading commands refuse the damaged journal in one line too.
+    assert main(["status", str(journal_file)]) == 3
+    err = capsys.readouterr().err
+    assert "damaged" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["status", "list", "check", "compact"])
+def test_missing_file_not_a_journal_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    missing = tmp_path / "nope.db"
+    assert main([command, str(missing)]) == 3
+    assert "no such file" in capsys.readouterr().err
+    assert not missing.exists()  # nothing was created
+
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    assert main([command, str(text)]) == 3
+    assert "not a wheel-engine journal" in capsys.readouterr().err
+
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    assert main([command, str(other)]) == 3
+    err = capsys.readouterr().err
+    assert "not a wheel-engine journal" in err and "Traceback" not in err
+
+    assert main([command, str(tmp_path)]) == 3
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert main(["status"]) == 2
+    assert main(["frobnicate", "x.db"]) == 2
+    assert main(["status", "x.db", "--bogus"]) == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+    assert "status" in capsys.readouterr().out

@@ -1,0 +1,83 @@
+"""The order-timeout demo, quick mode: a real worker process, SIGKILLed and restarted."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wheel_engine import demo
+
+
+def run_demo(*args: str) -> tuple[int, dict[str, object], str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "wheel_engine.cli", "demo", "--quick", "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    try:
+        data = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"no JSON from the demo:\n{done.stdout}\n{done.stderr}")
+    return done.returncode, data, done.stderr
+
+
+@pytest.mark.slow
+def test_quick_demo_survives_sigkill_and_every_check_passes(tmp_path: Path) -> None:
+    code, data, err = run_demo("--orders", "300", "--seed", "11", "--dir", str(tmp_path))
+    checks = data["checks"]
+    assert isinstance(checks, list)
+    assert code == 0, (checks, err)
+    assert data["ok"] is True
+    assert all(c["ok"] for c in checks)
+    names = " ".join(c["check"] for c in checks)
+    assert "killed (SIGKILL)" in names
+    figures = data["figures"]
+    assert isinstance(figures, dict)
+    assert figures["orders"] == 300
+    assert figures["paid"] + figures["cancelled"] == 300
+    assert figures["cancelled"] > 0 and figures["paid"] > 0
+    workers = figures["workers"]
+    assert [w["killed"] for w in workers] == [True, False]
+    assert workers[1]["recovered_timers"] > 0
+    assert figures["lateness_p50_ms"] is not None and figures["lateness_p50_ms"] >= 0
+
+    # The checks are real: spoil the outcome and they fail.
+    plan = demo.Plan.make(300, quick=True, seed=11, crash=True)
+    assert demo.check(tmp_path, plan, worker_codes=[-9, 0], killed=True).ok
+    con = sqlite3.connect(tmp_path / demo.ORDERS_DB)
+    paid = con.execute("SELECT id FROM orders WHERE status = 'PAID' LIMIT 1").fetchone()[0]
+    con.execute("UPDATE orders SET status = 'CANCELLED' WHERE id = ?", (paid,))
+    unpaid = con.execute("SELECT order_id FROM firings LIMIT 1").fetchone()[0]
+    con.execute("UPDATE orders SET status = 'UNPAID' WHERE id = ?", (unpaid,))
+    con.commit()
+    con.close()
+    outcome = demo.check(tmp_path, plan, worker_codes=[-9, 0], killed=True)
+    failed = {name for name, ok, _ in outcome.checks if not ok}
+    assert "no paid order was cancelled" in failed
+    assert "every unpaid order was cancelled" in failed
+    assert not outcome.ok
+
+
+@pytest.mark.slow
+def test_demo_human_output_without_crash(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "wheel_engine.demo", "--orders", "100", "--quick", "--no-crash"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all checks passed" in done.stdout
+    assert "lateness" in done.stdout and "SIGKILL" not in done.stdout
+
+
+def test_plan_shares() -> None:
+    plan = demo.Plan.make(2000, quick=True, seed=3, crash=True)
+    assert plan.deadline < 60
+    assert demo.Plan.make(3000, quick=False, seed=3, crash=True).deadline < 60
