@@ -1,0 +1,1 @@
+"""wheel-engine benchmarks: pytest-benchmark micro benchmarks and the side-by-side comparison."""
