@@ -595,6 +595,7 @@ class Engine:
 
     async def _run_compaction(self) -> None:
         assert self.journal is not None
+        self._purge_finished(self.clock.time())
         try:
             result = await self.journal.compact(retention=self.retention, now=self.clock.time())
             self._last_compaction = self.clock.time()
@@ -683,8 +684,14 @@ class Engine:
             if timer.due > now:  # float rounding of the tick: never early, try next tick
                 self._insert(timer)
                 continue
-            if timer.handler not in handlers:
+            spec = handlers.get(timer.handler)
+            if spec is None:
                 self._park(timer)
+                continue
+            if timer.attempts >= spec.retry.max_attempts:
+                # Recovered after its last allowed attempt was interrupted by a crash: that
+                # attempt failed, and it was the last one. (Normal retries never get here.)
+                self._give_up(timer, f"attempt {timer.attempts} was interrupted", now)
                 continue
             timer.state = RUNNING
             timer.attempts += 1
@@ -875,17 +882,7 @@ class Engine:
             first = timer.first_attempt_at if timer.first_attempt_at is not None else now
             delay = spec.retry.next_delay(timer.attempts, first_attempt_at=first, now=now)
         if delay is None:
-            self._stats.dead += 1
-            self._journal_write(Dead(timer.key, timer.version, timer.attempts, message, now))
-            if current:
-                self._finish(timer, DEAD, now)
-            logger.warning(
-                "timer %s (version %d) is DEAD after %d attempt(s): %s",
-                timer.key,
-                timer.version,
-                timer.attempts,
-                message,
-            )
+            self._give_up(timer, message, now, current)
             return
         self._stats.retried += 1
         due = now + delay
@@ -896,6 +893,20 @@ class Engine:
             timer.updated_at = now
             self._place(timer)
             self._arm()
+
+    def _give_up(self, timer: Timer, message: str, now: float, current: bool = True) -> None:
+        timer.last_error = message
+        self._stats.dead += 1
+        self._journal_write(Dead(timer.key, timer.version, timer.attempts, message, now))
+        if current:
+            self._finish(timer, DEAD, now)
+        logger.warning(
+            "timer %s (version %d) is DEAD after %d attempt(s): %s",
+            timer.key,
+            timer.version,
+            timer.attempts,
+            message,
+        )
 
     def _finish(self, timer: Timer, state: TimerState, now: float | None = None) -> None:
         timer.state = state
