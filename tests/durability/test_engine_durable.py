@@ -97,7 +97,7 @@ async def test_attempts_survive_a_crash_and_running_comes_back_pending(tmp_path:
     assert engine.get("k").state is TimerState.RUNNING  # type: ignore[union-attr]
     await engine.close(grace=0)  # the handler is cancelled: not acknowledged
     fired: list[Firing] = []
-    async with make(db, clock, fired) as engine2:
+    async with make(db, clock, fired):
         await clock.advance(0.01)
         assert [(f.key, f.attempt) for f in fired] == [("k", 2)]
         assert fired[0].idempotency_key.startswith("k#")
