@@ -60,10 +60,6 @@ SHAPES: Final[dict[Kind, tuple[tuple[type, ...], ...]]] = {
 SIGNATURES: Final[dict[int, frozenset[tuple[type, ...]]]] = {
     int(k): frozenset(itertools.product(*shape)) for k, shape in SHAPES.items()
 }
-
-_SHAPE_BY_INT: Final[dict[int, tuple[tuple[type, ...], ...]]] = {
-    int(k): shape for k, shape in SHAPES.items()
-}
 _TYPE_BY_INT: Final[dict[int, type[Record]]] = {int(k): cls for k, cls in TYPE_OF.items()}
 _KIND_INT_OF: Final[dict[type[Record], int]] = {cls: int(k) for cls, k in KIND_OF.items()}
 
@@ -72,22 +68,20 @@ _packer = msgpack.Packer(use_bin_type=True, autoreset=True)
 
 def check_fields(kind: int, fields: Any) -> bool:
     """True when ``fields`` (a decoded body) has exactly the shape of ``kind``."""
-    shape = _SHAPE_BY_INT.get(kind)
-    if shape is None or type(fields) is not tuple or len(fields) != len(shape):
-        return False
-    return all(type(value) in types for value, types in zip(fields, shape, strict=True))
+    sigs = SIGNATURES.get(kind)
+    return sigs is not None and type(fields) is tuple and tuple(map(type, fields)) in sigs
 
 
 def encode(record: Record) -> tuple[int, bytes]:
     """``(kind, body)`` for one record. Raises ``TypeError`` for a malformed record.
 
-    Uses a module-level packer: call it from one thread (the event loop's). Other threads use
-    :func:`encode_many` with their own packer or ``msgpack.packb``.
+    Uses one module-level packer. That is safe from any thread: packing the checked field types
+    (str, int, float, bytes, None in a tuple) runs no Python code, so it never releases the GIL.
     """
     kind = _KIND_INT_OF.get(type(record))
     if kind is None:
         raise TypeError(f"not a journal record: {type(record).__name__}")
-    if not check_fields(kind, tuple(record)):
+    if tuple(map(type, record)) not in SIGNATURES[kind]:
         raise TypeError(f"malformed {type(record).__name__}: {record!r}")
     return kind, _packer.pack(record)
 

@@ -184,10 +184,17 @@ def read_meta(con: sqlite3.Connection, path: str) -> MetaInfo:
 def ensure_schema(path: str) -> MetaInfo:
     """Writable open, step 1 (in a thread, with the lock held): make ``path`` a journal.
 
-    An empty file (just created, or left empty) gets the schema; anything else must already be
-    a journal of a schema this code reads. The file is switched to WAL (persistent).
+    An empty (0-byte) file, just created or left empty, gets the schema; anything else must
+    already be a journal of a schema this code reads: an SQLite database without tables or with
+    other tables is "not a wheel-engine journal" (the schema is created in the very transaction
+    that writes the file's first page, so a journal never exists without its tables). The file
+    is then switched to WAL (persistent).
     """
     check_header(path)
+    try:
+        fresh = os.path.getsize(path) == 0
+    except OSError as exc:
+        raise JournalError(f"cannot read journal ({exc}): {path}") from exc
     try:
         con = sqlite3.connect(path, isolation_level=None)
     except sqlite3.Error as exc:
@@ -195,7 +202,8 @@ def ensure_schema(path: str) -> MetaInfo:
     try:
         try:
             con.execute("BEGIN IMMEDIATE")
-            if not _tables(con):
+            tables = _tables(con)
+            if fresh and not tables:
                 for ddl in _DDL:
                     con.execute(ddl)
                 con.executemany(

@@ -133,6 +133,16 @@ async def test_sqlite_db_with_other_tables_is_not_a_journal(db: str) -> None:
     con.close()
 
 
+async def test_sqlite_db_without_tables_is_not_a_journal(db: str) -> None:
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA user_version = 7")  # writes the header: a valid, empty SQLite file
+    con.close()
+    assert os.path.getsize(db) > 0
+    for readonly in (False, True):
+        with pytest.raises(JournalError, match="not a wheel-engine journal"):
+            await Journal.open(db, readonly=readonly)
+
+
 async def test_newer_schema_is_refused(db: str) -> None:
     j = await Journal.open(db)
     await j.close()
