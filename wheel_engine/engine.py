@@ -65,6 +65,9 @@ JOURNAL_RETRY_DELAY = 1.0  # seconds before re-dispatching a batch whose attempt
 
 # A validated schedule request: (handler, due, payload, payload bytes, key or None, on_conflict)
 _Request = tuple[str, float, Any, bytes | None, str | None, str]
+# An applied schedule: (its request, the new timer, the live timer it replaced or None)
+_Change = tuple[_Request, Timer, Timer | None]
+_REQUEST_KEYS = frozenset({"handler", "at", "delay", "payload", "key", "on_conflict"})
 
 
 class Engine:
@@ -322,9 +325,6 @@ class Engine:
         if self._closing:
             raise EngineError("engine is closing: no new work is accepted")
 
-    def _new_key(self) -> str:
-        return f"{self._key_prefix}-{next(self._key_counter)}"
-
     async def schedule(
         self,
         handler: str,
@@ -342,110 +342,116 @@ class Engine:
         and version), ``"keep"`` it (returned unchanged) or raise ``DuplicateKey`` (``"error"``).
         """
         self._check_open()
-        request = self._validate(handler, at, delay, payload, key, on_conflict)
-        timer, undo = self._apply_schedule(*request)
-        if undo is not None and self.journal is not None:
-            await self._commit([undo[0]], [undo])
+        request = self._validate(handler, at, delay, payload, key, on_conflict, self.clock.time())
+        timer, change = self._apply_schedule(request)
+        if change is not None and self.journal is not None:
+            await self._commit([change])
         return timer.info()
 
     async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
         """Schedule many timers in one commit. Each request takes :meth:`schedule`'s keywords.
 
-        Every request is validated before any is applied: one bad request rejects them all.
+        Every request is validated (conflicts with ``on_conflict="error"`` included) before any
+        is applied: one bad request rejects them all and nothing changes.
         """
         self._check_open()
+        now = self.clock.time()
         validated: list[_Request] = []
+        claimed: set[str] = set()  # keys this batch schedules, for on_conflict="error"
         for request in requests:
-            options = dict(request)
-            handler = options.pop("handler", None)
-            unknown = set(options) - {"at", "delay", "payload", "key", "on_conflict"}
-            if unknown:
-                raise TypeError(f"unknown schedule option(s): {', '.join(sorted(unknown))}")
-            validated.append(
-                self._validate(
-                    handler,
-                    options.get("at"),
-                    options.get("delay"),
-                    options.get("payload"),
-                    options.get("key"),
-                    options.get("on_conflict", "replace"),
-                )
+            if not request.keys() <= _REQUEST_KEYS:
+                unknown = ", ".join(sorted(set(request) - _REQUEST_KEYS))
+                raise TypeError(f"unknown schedule option(s): {unknown}")
+            get = request.get
+            valid = self._validate(
+                get("handler"),
+                get("at"),
+                get("delay"),
+                get("payload"),
+                get("key"),
+                get("on_conflict", "replace"),
+                now,
             )
-        timers = []
-        undos = []
-        for valid in validated:
-            timer, undo = self._apply_schedule(*valid)
-            timers.append(timer)
-            if undo is not None:
-                undos.append(undo)
-        if undos and self.journal is not None:
-            await self._commit([undo[0] for undo in undos], undos)
-        return [timer.info() for timer in timers]
+            key = valid[4]
+            if key is not None:
+                if key in claimed and valid[5] == "error":
+                    raise DuplicateKey(f"key {key!r} appears twice in this batch")
+                claimed.add(key)
+            validated.append(valid)
+        apply = self._apply_schedule
+        applied = [apply(valid) for valid in validated]
+        if self.journal is not None:
+            changes = [change for _, change in applied if change is not None]
+            if changes:
+                await self._commit(changes)
+        return [timer.info() for timer, _ in applied]
 
     def _validate(
         self,
-        handler: str,
+        handler: Any,
         at: datetime | float | None,
         delay: float | None,
         payload: Any,
         key: str | None,
         on_conflict: str,
+        now: float,
     ) -> _Request:
+        """Check one request completely; nothing is changed. Raises on anything wrong."""
         if handler not in self._handlers:
             raise UnknownHandler(f"no handler registered as {handler!r}")
         if on_conflict not in ON_CONFLICT:
             raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
-        due = due_time(self.clock.time(), at, delay)
+        if at is None and (delay.__class__ is float or delay.__class__ is int):
+            due = now + delay if 0 <= delay < math.inf else due_time(now, at, delay)
+        else:
+            due = due_time(now, at, delay)
         if key is not None:
             check_key(key)
-        data = encode_payload(payload, self.max_payload_bytes)
+            if on_conflict == "error":
+                live = self._timers.get(key)
+                if live is not None and live.state.is_live:
+                    raise DuplicateKey(f"key {key!r} names a live timer (version {live.version})")
+        data = None if payload is None else encode_payload(payload, self.max_payload_bytes)
         return handler, due, payload, data, key, on_conflict
 
-    def _apply_schedule(
-        self,
-        handler: str,
-        due: float,
-        payload: Any,
-        data: bytes | None,
-        key: str | None,
-        on_conflict: str,
-    ) -> tuple[Timer, tuple[Record, Timer, Timer | None] | None]:
-        """Put a validated schedule into memory. Returns the timer and how to undo it."""
+    def _apply_schedule(self, request: _Request) -> tuple[Timer, _Change | None]:
+        """Put a validated schedule into memory. Returns the timer and, unless an existing
+        timer was kept, the change to commit (or undo)."""
+        handler, due, payload, _, key, on_conflict = request
         previous = None
         if key is None:
-            key = self._new_key()
+            key = f"{self._key_prefix}-{next(self._key_counter)}"
         else:
             previous = self._timers.get(key)
             if previous is not None and previous.state.is_live:
                 if on_conflict == "keep":
                     return previous, None
-                if on_conflict == "error":
-                    raise DuplicateKey(
-                        f"key {key!r} names a live timer (version {previous.version})"
-                    )
                 if previous.state is PENDING:
                     self._unplace(previous)
         version = self._next_version
         self._next_version = version + 1
-        now = self.clock.time()
-        timer = Timer(key, version, handler, due, payload, updated_at=now)
+        timer = Timer(key, version, handler, due, payload)
         self._timers[key] = timer
-        self._finished.pop(key, None)
+        if previous is not None:
+            self._finished.pop(key, None)
         self._insert(timer)
-        if self._armed_tick is None or timer.entry.tick < self._armed_tick:
+        armed = self._armed_tick
+        if armed is None or timer.entry.tick < armed:
             self._arm()
-        record = Schedule(key, version, handler, due, data, now)
-        return timer, (record, timer, previous)
+        return timer, (request, timer, previous)
 
-    async def _commit(
-        self, records: list[Record], undos: list[tuple[Record, Timer, Timer | None]]
-    ) -> None:
-        """Commit schedule records; on failure take them back out of memory, newest first."""
+    async def _commit(self, changes: list[_Change]) -> None:
+        """Commit schedules; on failure take them back out of memory, newest first."""
         assert self.journal is not None
+        now = self.clock.time()
+        records: list[Record] = [
+            Schedule(timer.key, timer.version, timer.handler, timer.due, request[3], now)
+            for request, timer, _ in changes
+        ]
         try:
             await self.journal.submit(records)
         except BaseException:
-            for _, timer, previous in reversed(undos):
+            for _, timer, previous in reversed(changes):
                 self._undo_schedule(timer, previous)
             raise
         self._maybe_compact()

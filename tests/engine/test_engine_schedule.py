@@ -234,3 +234,28 @@ async def test_unhandled_timer_is_kept_and_fires_once_registered() -> None:
         engine.register("h", spec.fn)
         await clock.advance(0.01)
         assert [f.key for f in fired] == ["k"] and engine.stats()["unhandled"] == 0
+
+
+async def test_schedule_many_conflicts_reject_the_whole_batch() -> None:
+    clock = VirtualClock()
+    engine, _ = recording_engine(clock)
+    async with engine:
+        await engine.schedule("h", delay=5, key="live")
+        with pytest.raises(DuplicateKey):
+            await engine.schedule_many(
+                [
+                    {"handler": "h", "delay": 1, "key": "new"},
+                    {"handler": "h", "delay": 1, "key": "live", "on_conflict": "error"},
+                ]
+            )
+        with pytest.raises(DuplicateKey):
+            await engine.schedule_many(
+                [
+                    {"handler": "h", "delay": 1, "key": "twice"},
+                    {"handler": "h", "delay": 1, "key": "twice", "on_conflict": "error"},
+                ]
+            )
+        with pytest.raises(TypeError):
+            await engine.schedule_many([{"handler": "h", "delay": 1, "when": 3}])
+        assert engine.get("new") is None and engine.get("twice") is None
+        assert engine.stats()["pending"] == 1
