@@ -13,6 +13,10 @@ Step by step (:meth:`journal.Journal.compact`):
    retention drops (``state IN (SUCCEEDED, CANCELED) AND updated_at < cutoff``, in SQL), delete
    the records ``seq <= S``, and store ``snapshot_seq = S`` and ``max_version`` in ``meta``.
 
+4. If more than a quarter of the file's pages are free, ``PRAGMA incremental_vacuum`` gives them
+   back (the file is created with ``auto_vacuum = INCREMENTAL``) and a passive WAL checkpoint
+   lets the file shrink. So the file's size follows the live state down as well as up.
+
 Records committed meanwhile have ``seq > S`` and stay in the tail. A crash at any point leaves
 either the old snapshot and all records, or the new snapshot and the records after ``S``: both
 recover to the same state. RUNNING rows are kept RUNNING in the snapshot (the snapshot is exactly
@@ -41,6 +45,8 @@ __all__ = ["CompactionPlan", "CompactionResult", "plan_sync", "write_plan"]
 
 #: Keys per ``WHERE key IN (...)`` query (SQLite's default limit is 32766 variables).
 _IN_CHUNK: Final = 500
+#: Shrink the file only when at least this many pages are free (and a quarter of the file).
+_SHRINK_MIN_PAGES: Final = 256
 _FINISHED_CODES: Final = tuple(sorted(STATE_CODE[s] for s in FINISHED))
 
 
@@ -146,6 +152,7 @@ async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> Compact
     cur = await conn.execute("SELECT count(*) FROM snapshot")
     (live,) = await cur.fetchone()
     await conn.commit()
+    await _shrink(conn)
     return CompactionResult(
         live_rows=int(live),
         removed_records=removed,
@@ -154,3 +161,20 @@ async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> Compact
         snapshot_seq=plan.upto_seq,
         max_version=plan.max_version,
     )
+
+
+async def _shrink(conn: Any) -> None:
+    """Step 4: give free pages back when they are more than a quarter of the file.
+
+    Incremental vacuum moves pages from the end of the file into free slots and truncates; in
+    WAL mode the file shrinks at the next checkpoint (tried here, passively: never waits for
+    readers). Its own transactions, after the compaction's commit: a failure here loses nothing.
+    """
+    cur = await conn.execute("PRAGMA freelist_count")
+    (free,) = await cur.fetchone()
+    cur = await conn.execute("PRAGMA page_count")
+    (pages,) = await cur.fetchone()
+    if free < _SHRINK_MIN_PAGES or free * 4 < pages:
+        return
+    # executescript steps the statement to the end (execute() would free only one page)
+    await conn.executescript("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(PASSIVE);")

@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 Durability = Literal["full", "normal"]
 _SYNCHRONOUS: dict[str, str] = {"full": "FULL", "normal": "NORMAL"}
 #: WAL is truncated back to this size after a checkpoint.
-_WAL_LIMIT = 64 * 1024 * 1024
+_WAL_LIMIT = 8 * 1024 * 1024
 
 
 def _check_ro(path: str) -> MetaInfo:

@@ -7,6 +7,9 @@ Tables (schema_version 1)::
               body BLOB NOT NULL)
     meta     (name TEXT PRIMARY KEY, value)
 
+The file is created with ``auto_vacuum = INCREMENTAL`` so that compaction can hand freed pages
+back to the file system (see :mod:`journal.compaction`).
+
 ``meta`` holds ``schema_version``, ``snapshot_seq`` (the highest seq folded into ``snapshot``)
 and ``max_version`` (the highest timer version folded into ``snapshot``, kept even when that
 timer was dropped). ``PRAGMA application_id`` is set too, as a second marker.
@@ -201,6 +204,8 @@ def ensure_schema(path: str) -> MetaInfo:
         raise raise_for(exc, path, "opening") from exc
     try:
         try:
+            if fresh:  # only possible before the first table exists
+                con.execute("PRAGMA auto_vacuum = INCREMENTAL")
             con.execute("BEGIN IMMEDIATE")
             tables = _tables(con)
             if fresh and not tables:

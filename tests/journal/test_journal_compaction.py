@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 
 from journal import Journal
@@ -160,4 +161,22 @@ async def test_seq_keeps_increasing_after_compacting_everything(db: str) -> None
     assert [seq for seq, _ in hist] == [4]
     rec = await j.recover()
     assert rec.timers["a"] == TimerRow("a", 1, "h", 1.0, None, "PENDING", 1, None, 2.0, 2.0)
+    await j.close()
+
+
+async def test_file_shrinks_when_the_live_state_does(db: str) -> None:
+    j = await Journal.open(db, durability="normal")
+    keys = [f"k{i}" for i in range(20_000)]
+    await j.submit([Schedule(k, i + 1, "h", 1.0, b"x" * 100, 1.0) for i, k in enumerate(keys)])
+    await j.compact(retention=0.0, now=0.0)
+    big = os.path.getsize(db)
+    await j.submit([Cancel(k, i + 1, 1.0) for i, k in enumerate(keys)])
+    res = await j.compact(retention=0.0, now=10.0)
+    assert res.live_rows == 0
+    await j.close()
+    assert os.path.getsize(db) < big / 4
+    j = await Journal.open(db)
+    rec = await j.recover()
+    assert rec.timers == {}
+    assert rec.max_version == 20_000
     await j.close()
