@@ -74,3 +74,16 @@ def test_console_script_is_installed_and_runs() -> None:
     )
     assert done.returncode == 3
     assert done.stderr.strip() == "wheel-engine: error: /nonexistent/x.db: no such file"
+
+
+def test_bench_is_found_next_to_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    if not (repo / "bench" / "compare").exists():
+        pytest.skip("no bench/compare in this checkout")
+    for name in [m for m in sys.modules if m == "bench" or m.startswith("bench.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != repo])
+    monkeypatch.chdir("/")
+    bench_main = load_bench(roots=[repo])
+    assert callable(bench_main)
+    assert main(["bench", "--help"]) == 0

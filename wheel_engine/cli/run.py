@@ -46,7 +46,8 @@ def load_bench(roots: list[Path] | None = None) -> Callable[[list[str]], Any]:
         if roots is None:
             roots = [Path.cwd(), Path(__file__).resolve().parents[2]]
         for root in roots:
-            if (root / "bench" / "compare.py").is_file():
+            compare = root / "bench" / "compare"
+            if compare.with_suffix(".py").is_file() or (compare / "__init__.py").is_file():
                 sys.path.insert(0, str(root))
                 try:
                     module = importlib.import_module("bench.compare")
@@ -71,5 +72,8 @@ def load_bench(roots: list[Path] | None = None) -> Callable[[list[str]], Any]:
 
 def cmd_bench(args: argparse.Namespace, out: Output) -> int:
     main = load_bench()
-    result = main(list(args.bench_args))
+    try:
+        result = main(list(args.bench_args))
+    except SystemExit as exc:  # argparse inside the benchmark: --help, usage errors
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return int(result) if isinstance(result, int) else 0
