@@ -1,0 +1,41 @@
+"""One timer held by a :class:`~wheel_engine.wheel.TimingWheel`."""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+#: ``WheelEntry.where`` for an entry that is not held by a wheel (removed or handed out).
+DETACHED = -1
+#: ``WheelEntry.where`` for an entry inserted at or before ``now``: due at the next advance.
+DUE = -2
+#: ``WheelEntry.where`` for an entry beyond the top level's horizon, waiting in the overflow heap.
+OVERFLOW = -3
+
+
+class WheelEntry(Generic[T]):
+    """A handle on one inserted item.
+
+    ``tick``, ``seq`` and ``item`` are what the caller inserted. ``where`` and ``slot`` say where
+    the entry lives, so :meth:`TimingWheel.remove` is O(1): ``where`` is a level number
+    (``0 .. levels-1``) with ``slot`` the slot index in that level, or one of :data:`DUE`,
+    :data:`OVERFLOW` and :data:`DETACHED`. Entries compare and hash by identity.
+    """
+
+    __slots__ = ("item", "seq", "slot", "tick", "where")
+
+    def __init__(self, tick: int, seq: int, item: T) -> None:
+        self.tick = tick
+        self.seq = seq
+        self.item = item
+        self.where = DETACHED
+        self.slot = 0
+
+    @property
+    def active(self) -> bool:
+        """True while the entry is held by a wheel (not removed, not yet handed out)."""
+        return self.where != DETACHED
+
+    def __repr__(self) -> str:
+        return f"WheelEntry(tick={self.tick}, seq={self.seq}, item={self.item!r})"
