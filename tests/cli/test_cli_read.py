@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -179,3 +181,40 @@ def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unrecognized arguments" in capsys.readouterr().err
     assert main(["--help"]) == 0
     assert "status" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_running_timer_shows_running_while_engine_runs_and_after_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "t.db"
+    script = (
+        "import asyncio, sys\n"
+        "from wheel_engine import Engine\n"
+        "async def main():\n"
+        f"    engine = Engine({str(db)!r})\n"
+        "    async def stuck(firing):\n"
+        "        print('running', flush=True)\n"
+        "        await asyncio.sleep(60)\n"
+        "    engine.register('stuck', stuck)\n"
+        "    async with engine:\n"
+        "        await engine.schedule('stuck', delay=0, key='job:1')\n"
+        "        await engine.schedule('stuck', delay=3600, key='job:2')\n"
+        "        await asyncio.sleep(60)\n"
+        "asyncio.run(main())\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "running"
+        code, data = run_json(capsys, "status", str(db))  # read-only, while it runs
+        assert code == 0 and isinstance(data, dict)
+        assert data["states"]["RUNNING"] == 1 and data["states"]["PENDING"] == 1
+        assert main(["compact", str(db)]) == 4
+        capsys.readouterr()
+    finally:
+        proc.kill()  # SIGKILL: the attempt is committed, its outcome never will be
+        proc.wait()
+    code, data = run_json(capsys, "list", str(db), "--state", "RUNNING")
+    assert isinstance(data, dict)
+    assert [(t["key"], t["attempts"]) for t in data["timers"]] == [("job:1", 1)]

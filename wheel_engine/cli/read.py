@@ -47,9 +47,16 @@ async def _recover(journal: Any, out: Output, path: str) -> Any:
             bar.update(done, total)
 
         try:
-            return await journal.recover(progress=progress)
+            recovered = await journal.recover(progress=progress)
         except (JournalError, sqlite3.DatabaseError, OSError) as exc:
             raise translate_error(path, exc) from exc
+    # Recovery turns RUNNING back into PENDING (what an engine starting now would do). Here we
+    # show what the journal says: an attempt is committed and its outcome is not (yet).
+    for key in getattr(recovered, "interrupted", ()):
+        row = recovered.timers.get(key)
+        if row is not None and row.state == "PENDING":
+            row.state = "RUNNING"
+    return recovered
 
 
 async def cmd_status(args: argparse.Namespace, out: Output) -> int:
@@ -66,7 +73,9 @@ async def cmd_status(args: argparse.Namespace, out: Output) -> int:
     for r in rows:
         by_handler.setdefault(r.handler, Counter())[str(getattr(r.state, "value", r.state))] += 1
     live = [r for r in rows if str(getattr(r.state, "value", r.state)) in LIVE]
-    overdue = sorted((r for r in live if r.due <= now), key=lambda r: (r.due, r.version))
+    overdue = sorted(
+        (r for r in live if r.due <= now and r.state == "PENDING"), key=lambda r: (r.due, r.version)
+    )
     upcoming = sorted((r for r in live if r.due > now), key=lambda r: (r.due, r.version))
     known: set[str] | None = None
     if args.handlers is not None:
