@@ -37,13 +37,13 @@ def parse_when(text: str) -> float:
     return when.timestamp()
 
 
-async def _records(engine: Engine) -> int | None:
-    """Rows in the journal: the snapshot's plus the records appended since."""
+async def _records(engine: Engine) -> tuple[int, int]:
+    """(snapshot rows, records appended since the snapshot)."""
     journal = engine.journal
-    if journal is None:
-        return None
+    if journal is None:  # pragma: no cover - open_engine always gives a path
+        return 0, 0
     info = await journal.info()
-    return info.snapshot_rows + info.tail_records
+    return info.snapshot_rows, info.tail_records
 
 
 async def cmd_compact(args: argparse.Namespace, out: Output) -> int:
@@ -59,8 +59,10 @@ async def cmd_compact(args: argparse.Namespace, out: Output) -> int:
         after = await _records(engine)
     data: dict[str, Any] = {
         "journal": str(path.resolve()),
-        "records_before": before,
-        "records_after": after,
+        "snapshot_rows_before": before[0],
+        "records_before": before[1],
+        "snapshot_rows_after": after[0],
+        "records_after": after[1],
         "bytes_before": before_bytes,
         "bytes_after": file_size(path),
         "seconds": round(elapsed, 3),
@@ -69,7 +71,8 @@ async def cmd_compact(args: argparse.Namespace, out: Output) -> int:
         out.json(data)
     else:
         out.line(
-            f"compacted {args.db}: {before} -> {after} records, "
+            f"compacted {args.db}: {before[1]} records + {before[0]} snapshot rows -> "
+            f"{after[1]} + {after[0]}, "
             f"{fmt_bytes(before_bytes)} -> {fmt_bytes(data['bytes_after'])} "
             f"in {elapsed:.2f}s"
         )
