@@ -108,6 +108,8 @@ class Journal:
         ``readonly``.
         """
         spath = os.fspath(path)
+        if not spath or spath == ":memory:" or spath.startswith("file:"):
+            raise ValueError(f"a journal needs a file path, not {spath!r}")
         if durability not in _SYNCHRONOUS:
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
         if readonly:

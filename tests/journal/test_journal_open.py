@@ -209,3 +209,29 @@ async def test_open_accepts_pathlike_and_repr(tmp_path: Path) -> None:
     assert "normal" in repr(j) and "open" in repr(j)
     await j.close()
     assert "closed" in repr(j)
+
+
+@pytest.mark.parametrize("bad", ["", ":memory:", "file:x.db?mode=memory"])
+async def test_path_must_be_a_file_path(bad: str, tmp_path: Path) -> None:
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(ValueError):
+            await Journal.open(bad)
+        assert os.listdir(tmp_path) == []  # no lock file, no database left behind
+    finally:
+        os.chdir(cwd)
+
+
+async def test_check_and_info_on_a_healthy_journal(db: str) -> None:
+    j = await Journal.open(db)
+    await j.submit([Schedule(f"k{i}", i + 1, "h", 1.0, None, 1.0) for i in range(10)])
+    await j.compact(retention=0.0, now=0.0)
+    await j.submit([Schedule("late", 11, "h", 1.0, None, 1.0)])
+    report = await j.check()
+    assert report.ok and (report.snapshot_rows, report.records) == (10, 1)
+    info = await j.info()
+    assert (info.snapshot_seq, info.last_seq, info.tail_records) == (10, 11, 1)
+    assert (info.snapshot_rows, info.max_version, info.schema_version) == (10, 10, 1)
+    assert info.file_bytes > 0
+    await j.close()
