@@ -26,6 +26,7 @@ __all__ = [
     "open_readonly",
     "row_to_dict",
     "translate_error",
+    "with_path",
 ]
 
 
@@ -58,6 +59,11 @@ def file_size(path: Path) -> int:
     return total
 
 
+def with_path(path: str, message: str) -> str:
+    """``message`` prefixed with ``path``, unless it names the file already."""
+    return message if path in message else f"{path}: {message}"
+
+
 def translate_error(path: str | os.PathLike[str], exc: BaseException) -> CliError:
     """One line a person can act on, for anything opening or reading a journal can raise."""
     if isinstance(exc, CliError):
@@ -65,7 +71,7 @@ def translate_error(path: str | os.PathLike[str], exc: BaseException) -> CliErro
     spath = os.fspath(path)
 
     def named(message: str) -> str:
-        return message if spath in message else f"{spath}: {message}"
+        return with_path(spath, message)
 
     if isinstance(exc, JournalLocked):
         return CliError(
@@ -74,8 +80,12 @@ def translate_error(path: str | os.PathLike[str], exc: BaseException) -> CliErro
             code=EXIT_LOCKED,
         )
     if isinstance(exc, JournalCorrupt):
-        where = f" at record {exc.seq}" if exc.seq is not None else ""
-        return CliError(named(f"damaged journal{where}: {exc}"))
+        message = str(exc)
+        if exc.seq is not None and str(exc.seq) not in message:
+            message = f"record {exc.seq}: {message}"
+        if "damaged" not in message and "corrupt" not in message:
+            message = f"damaged journal: {message}"
+        return CliError(named(message))
     if isinstance(exc, JournalError):
         return CliError(named(str(exc)))
     if isinstance(exc, sqlite3.DatabaseError):

@@ -21,6 +21,7 @@ from wheel_engine.cli.common import (
     open_readonly,
     row_to_dict,
     translate_error,
+    with_path,
 )
 from wheel_engine.cli.output import (
     EXIT_OK,
@@ -338,7 +339,7 @@ async def cmd_check(args: argparse.Namespace, out: Output) -> int:
     elif ok:
         out.line(f"ok: {data['records']} records decode; {data['timers']} timers rebuilt")
     else:
-        out.error(f"{args.db}: {problems[0]}")
+        out.error(with_path(args.db, problems[0]))
         for more in problems[1:]:
             out.note(f"  also: {more}")
     return EXIT_OK if ok else EXIT_PROBLEM
