@@ -185,3 +185,37 @@ async def test_runs_as_a_program_and_stops_on_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_cancel_timer_while_the_expiry_runs_is_only_requested(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    mod = load()
+    engine = Engine(None, clock=clock)
+    orders = mod.Orders(str(tmp_path / "orders.db"))
+    app = mod.create_app(engine, orders, timeout=60.0)
+    started = asyncio.Event()
+
+    async def slow_expire(firing: Any) -> None:  # stands in for a slow downstream call
+        started.set()
+        await asyncio.Event().wait()
+
+    engine.register(mod.EXPIRE, slow_expire)
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    try:
+        r = await client.post("/orders", json={"amount": 1}, headers={"X-User": "ann"})
+        created = await r.json()
+        await clock.advance(61.0)
+        assert started.is_set()
+        r = await client.delete(
+            f"/orders/{created['id']}/timer",
+            params={"version": created["timer_version"]},
+            headers={"X-User": "ann"},
+        )
+        assert r.status == 202
+        assert (await r.json())["result"] == "CANCEL_REQUESTED"
+        await clock.advance(1.0)
+        body = await (await client.get(f"/orders/{created['id']}")).json()
+        assert body["timer"]["state"] == "CANCELED"
+    finally:
+        await client.close()
