@@ -13,9 +13,10 @@ Step by step (:meth:`journal.Journal.compact`):
    retention drops (``state IN (SUCCEEDED, CANCELED) AND updated_at < cutoff``, in SQL), delete
    the records ``seq <= S``, and store ``snapshot_seq = S`` and ``max_version`` in ``meta``.
 
-4. If more than a quarter of the file's pages are free, ``PRAGMA incremental_vacuum`` gives them
-   back (the file is created with ``auto_vacuum = INCREMENTAL``) and a passive WAL checkpoint
-   lets the file shrink. So the file's size follows the live state down as well as up.
+4. If more than two thirds of the file's pages are free, ``PRAGMA incremental_vacuum`` gives
+   back all but as many as are in use (room for the next tail; the file is created with
+   ``auto_vacuum = INCREMENTAL``) and a passive WAL checkpoint lets the file shrink. So the
+   file's size follows the live state down as well as up, within 3x, without churning.
 
 Records committed meanwhile have ``seq > S`` and stay in the tail. A crash at any point leaves
 either the old snapshot and all records, or the new snapshot and the records after ``S``: both
@@ -28,7 +29,6 @@ retention: untouched live timers are never decoded or rewritten.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -37,15 +37,17 @@ from typing import Any, Final
 import msgpack
 
 from journal import codec
-from journal.recovery import BATCH, fold_records
+from journal.recovery import fold_records
 from journal.schema import connect_ro, raise_for, read_meta
 from journal.state import FINISHED, STATE_CODE, TimerRow
 
 __all__ = ["CompactionPlan", "CompactionResult", "plan_sync", "write_plan"]
 
+#: Records per batch when planning (each batch loads the snapshot rows of its keys at once).
+_PLAN_BATCH: Final = 5_000
 #: Keys per ``WHERE key IN (...)`` query (SQLite's default limit is 32766 variables).
 _IN_CHUNK: Final = 500
-#: Shrink the file only when at least this many pages are free (and a quarter of the file).
+#: Shrink the file only when at least this many pages are free (and 2x the pages in use).
 _SHRINK_MIN_PAGES: Final = 256
 _FINISHED_CODES: Final = tuple(sorted(STATE_CODE[s] for s in FINISHED))
 
@@ -100,12 +102,13 @@ def plan_sync(path: str, upto_seq: int, cutoff: float) -> CompactionPlan:
                 (meta.snapshot_seq, upto_seq),
             )
             unpackb = msgpack.unpackb
-            while rows := cur.fetchmany(BATCH):
+            while rows := cur.fetchmany(_PLAN_BATCH):
                 fresh: set[str] = set()
                 for _seq, _kind, body in rows:
-                    key: Any = None
-                    with contextlib.suppress(Exception):  # fold_records reports damage
+                    try:
                         key = unpackb(body, raw=False, use_list=False, strict_map_key=True)[0]
+                    except Exception:  # fold_records below names the damaged record
+                        continue
                     if type(key) is str and key not in loaded:
                         fresh.add(key)
                 loaded |= fresh
@@ -119,11 +122,13 @@ def plan_sync(path: str, upto_seq: int, cutoff: float) -> CompactionPlan:
         con.close()
     plan = CompactionPlan(upto_seq=upto_seq, cutoff=cutoff, max_version=max_version)
     plan.folded = folded
+    pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack  # this thread's own
     for row in timers.values():
         if row.state in FINISHED and row.updated_at < cutoff:
             plan.deletes.append((row.key,))
         else:
-            plan.upserts.append(codec.encode_row(row))
+            plan.upserts.append(codec.encode_row(row, pack))
+    plan.upserts.sort()  # key order: the snapshot's index is written sequentially
     return plan
 
 
@@ -164,7 +169,7 @@ async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> Compact
 
 
 async def _shrink(conn: Any) -> None:
-    """Step 4: give free pages back when they are more than a quarter of the file.
+    """Step 4: give free pages back when they are more than twice the pages in use.
 
     Incremental vacuum moves pages from the end of the file into free slots and truncates; in
     WAL mode the file shrinks at the next checkpoint (tried here, passively: never waits for
@@ -174,7 +179,10 @@ async def _shrink(conn: Any) -> None:
     (free,) = await cur.fetchone()
     cur = await conn.execute("PRAGMA page_count")
     (pages,) = await cur.fetchone()
-    if free < _SHRINK_MIN_PAGES or free * 4 < pages:
+    used = pages - free
+    if free < _SHRINK_MIN_PAGES or free <= 2 * used:
         return
-    # executescript steps the statement to the end (execute() would free only one page)
-    await conn.executescript("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(PASSIVE);")
+    # Keep as many free pages as are in use: room for the next tail without regrowing.
+    # executescript steps the statement to the end (execute() would free only one page).
+    n = int(free - used)
+    await conn.executescript(f"PRAGMA incremental_vacuum({n}); PRAGMA wal_checkpoint(PASSIVE);")

@@ -20,7 +20,7 @@ from journal import codec
 from journal.errors import JournalCorrupt
 from journal.records import Kind
 from journal.schema import connect_ro, raise_for, read_meta
-from journal.state import CANCELED, DEAD, PENDING, RUNNING, SUCCEEDED, TimerRow
+from journal.state import CANCELED, DEAD, PENDING, RUNNING, STATES, SUCCEEDED, TimerRow
 
 _SCHEDULE: Final = int(Kind.SCHEDULE)
 _CANCEL: Final = int(Kind.CANCEL)
@@ -31,13 +31,24 @@ _DEAD: Final = int(Kind.DEAD)
 _REDRIVE: Final = int(Kind.REDRIVE)
 _KINDS: Final = (_SCHEDULE, _CANCEL, _ATTEMPT, _ACK, _RETRY, _DEAD, _REDRIVE)
 _NUM: Final = (float, int)
+_OPT_NUM: Final = (float, int, type(None))
+_OPT_STR: Final = (str, type(None))
+_OPT_BYTES: Final = (bytes, type(None))
 
 
 class _Bad(Exception):
     """A record failed a shape check in the hot loop (re-diagnosed by ``codec.decode``)."""
 
 
-__all__ = ["BATCH", "PROGRESS_EVERY", "Progress", "Recovered", "fold_records", "recover_sync"]
+__all__ = [
+    "BATCH",
+    "PROGRESS_EVERY",
+    "Progress",
+    "Recovered",
+    "fold_records",
+    "fold_snapshot",
+    "recover_sync",
+]
 
 #: Rows fetched per ``fetchmany``. Small on purpose: a big batch of row tuples lives long
 #: enough to be promoted to the GC's old generation and triggers full collections that scan
@@ -195,6 +206,58 @@ def fold_records(
     return max_version
 
 
+def fold_snapshot(
+    timers: dict[str, TimerRow],
+    rows: list[tuple[str, int, float, bytes]],
+    max_version: int,
+) -> int:
+    """Decode ``(key, state, updated_at, body)`` snapshot rows into ``timers``.
+
+    The same checks as :func:`journal.codec.decode_row`, inlined. Returns the new max version;
+    raises :class:`~journal.errors.JournalCorrupt` naming the first damaged row's key.
+    """
+    unpackb = msgpack.unpackb
+    num = _NUM
+    opt_num = _OPT_NUM
+    opt_str = _OPT_STR
+    opt_bytes = _OPT_BYTES
+    states = STATES
+    n_states = len(STATES)
+    new_row = TimerRow
+    handlers: dict[str, str] = {}
+    bad = _Bad
+    try:
+        for key, state, updated_at, body in rows:
+            f = unpackb(body, raw=False, use_list=False, strict_map_key=True)
+            if (
+                type(f) is not tuple
+                or len(f) != 7
+                or type(key) is not str
+                or type(state) is not int
+                or not 0 <= state < n_states
+                or type(updated_at) not in num
+                or type(f[0]) is not int
+                or type(f[1]) is not str
+                or type(f[2]) not in num
+                or type(f[3]) not in opt_bytes
+                or type(f[4]) is not int
+                or type(f[5]) not in opt_str
+                or type(f[6]) not in opt_num
+            ):
+                raise bad
+            version = f[0]
+            if version > max_version:
+                max_version = version
+            handler = handlers.setdefault(f[1], f[1])
+            timers[key] = new_row(
+                key, version, handler, f[2], f[3], states[state], f[4], f[5], f[6], updated_at
+            )
+    except Exception as exc:
+        codec.decode_row(key, state, updated_at, body)  # raises with the reason
+        raise JournalCorrupt(f"snapshot row {key!r}: damaged ({exc!r})") from exc
+    return max_version
+
+
 def _read_snapshot(
     con: sqlite3.Connection,
     timers: dict[str, TimerRow],
@@ -202,14 +265,9 @@ def _read_snapshot(
     tick: Callable[[int], None],
 ) -> tuple[int, int]:
     n = 0
-    decode_row = codec.decode_row
     cur = con.execute("SELECT key, state, updated_at, body FROM snapshot")
     while rows := cur.fetchmany(BATCH):
-        for key, state, updated_at, body in rows:
-            row = decode_row(key, state, updated_at, body)
-            timers[key] = row
-            if row.version > max_version:
-                max_version = row.version
+        max_version = fold_snapshot(timers, rows, max_version)
         n += len(rows)
         tick(len(rows))
     return n, max_version

@@ -23,6 +23,7 @@ from journal.records import (
     Retry,
     Schedule,
 )
+from journal.recovery import fold_snapshot
 from journal.state import STATES, TimerRow
 
 keys = st.text(min_size=1, max_size=40)
@@ -134,6 +135,13 @@ rows = st.builds(
 def test_snapshot_row_round_trip(row: TimerRow) -> None:
     key, state, updated_at, body = codec.encode_row(row)
     assert codec.decode_row(key, state, updated_at, body) == row
+    # recovery's inlined decoder agrees, also with a reused packer
+    pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+    encoded = codec.encode_row(row, pack)
+    assert encoded == (key, state, updated_at, body)
+    timers: dict[str, TimerRow] = {}
+    assert fold_snapshot(timers, [encoded], 0) == max(0, row.version)
+    assert timers == {row.key: row}
 
 
 def test_snapshot_row_damage() -> None:
@@ -145,6 +153,9 @@ def test_snapshot_row_damage() -> None:
         codec.decode_row(key, state, updated_at, body[:-2])
     with pytest.raises(JournalCorrupt):
         codec.decode_row(key, state, "soon", body)
+    for damaged in [(key, 99, updated_at, body), (key, state, updated_at, body[:-2])]:
+        with pytest.raises(JournalCorrupt, match="'k'"):
+            fold_snapshot({}, [damaged], 0)
 
 
 def test_floats_survive_exactly() -> None:
