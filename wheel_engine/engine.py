@@ -746,9 +746,9 @@ class Engine:
         handlers = self._handlers
         inline = 0
         for timer in batch:
-            if timer.interrupt == INTERRUPT_CANCEL:  # cancelled while its attempt was committing
+            if timer.interrupt == INTERRUPT_CANCEL:  # cancelled before its handler started
                 self._running -= 1
-                self._complete(timer, None, cancelled=True)
+                self._complete(timer, asyncio.CancelledError(), cancelled=True)
                 continue
             spec = handlers[timer.handler]
             if spec.inline and inline < INLINE_BATCH and not self._ready:
@@ -799,9 +799,9 @@ class Engine:
         served = 0
         while ready and not self._closing:
             timer = ready.popleft()
-            if timer.interrupt == INTERRUPT_CANCEL:
+            if timer.interrupt == INTERRUPT_CANCEL:  # cancelled before its handler started
                 self._running -= 1
-                self._complete(timer, None, cancelled=True)
+                self._complete(timer, asyncio.CancelledError(), cancelled=True)
                 continue
             spec = handlers[timer.handler]
             error: BaseException | None = None
@@ -860,7 +860,11 @@ class Engine:
 
     # ------------------------------------------------------------------ outcomes
     def _complete(self, timer: Timer, error: BaseException | None, cancelled: bool = False) -> None:
-        """Record how an attempt ended: success, cancel, retry or dead."""
+        """Record how an attempt ended: success, cancel, retry or dead.
+
+        ``error`` is None only when the handler returned normally: that is a success even if a
+        cancel was requested meanwhile (the work was done).
+        """
         interrupt = timer.interrupt
         timer.interrupt = None
         current = self._timers.get(timer.key) is timer
