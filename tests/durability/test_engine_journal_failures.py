@@ -1,0 +1,107 @@
+"""Disk full, read-only, I/O errors: the call raises, nothing committed is lost, and the engine
+keeps serving what it has. The journal's own tests cause real failures; here the journal's
+submit is made to fail so the engine's side of the contract is checked exactly."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal import Journal, Record
+from wheel_engine import CancelResult, Engine, Firing, JournalError, TimerState
+from wheel_engine.testing import VirtualClock
+
+
+class FailingSubmits:
+    """Makes ``journal.submit`` fail while ``failing`` is True (as with a full disk)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.failing = False
+        self._submit = journal.submit
+        journal.submit = self.submit  # type: ignore[method-assign]
+
+    def submit(self, records: Sequence[Record]) -> asyncio.Future[None]:
+        if not self.failing:
+            return self._submit(records)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.set_exception(JournalError("database or disk is full: t.db"))
+        return future
+
+
+def engine_with(path: Path, clock: VirtualClock, fired: list[Firing]) -> Engine:
+    engine = Engine(path, clock=clock, durability="normal")
+
+    @engine.handler("h")
+    async def handle(firing: Firing) -> None:
+        fired.append(firing)
+
+    return engine
+
+
+async def test_failed_schedule_raises_and_leaves_no_trace(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fired: list[Firing] = []
+    async with engine_with(tmp_path / "t.db", clock, fired) as engine:
+        assert engine.journal is not None
+        disk = FailingSubmits(engine.journal)
+        old = await engine.schedule("h", delay=5, key="k", payload="old")
+        disk.failing = True
+        with pytest.raises(JournalError):
+            await engine.schedule("h", delay=1, key="k", payload="new")
+        with pytest.raises(JournalError):
+            await engine.schedule("h", delay=1, key="fresh")
+        info = engine.get("k")
+        assert info is not None and (info.version, info.payload) == (old.version, "old")
+        assert engine.get("fresh") is None
+        disk.failing = False
+        await clock.advance(6)
+        assert [(f.key, f.payload) for f in fired] == [("k", "old")]
+
+
+async def test_failed_cancel_raises_and_the_timer_still_fires(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fired: list[Firing] = []
+    async with engine_with(tmp_path / "t.db", clock, fired) as engine:
+        assert engine.journal is not None
+        disk = FailingSubmits(engine.journal)
+        await engine.schedule("h", delay=5, key="k")
+        disk.failing = True
+        with pytest.raises(JournalError):
+            await engine.cancel("k")
+        disk.failing = False
+        assert engine.get("k").state is TimerState.PENDING  # type: ignore[union-attr]
+        await clock.advance(6)
+        assert [f.key for f in fired] == ["k"]
+        assert await engine.cancel("k") is CancelResult.ALREADY_DONE
+
+
+async def test_uncommitted_attempt_is_not_run_until_it_commits(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fired: list[Firing] = []
+    async with engine_with(tmp_path / "t.db", clock, fired) as engine:
+        assert engine.journal is not None
+        disk = FailingSubmits(engine.journal)
+        await engine.schedule("h", delay=1, key="k")
+        disk.failing = True
+        await clock.advance(1)
+        assert fired == []  # its attempt could not be committed, so it did not run
+        assert engine.get("k").state is TimerState.PENDING  # type: ignore[union-attr]
+        disk.failing = False
+        await clock.advance(1)
+        assert [(f.key, f.attempt) for f in fired] == [("k", 1)]
+
+
+def test_failing_submits_really_fail() -> None:
+    async def check() -> Any:
+        loop = asyncio.get_running_loop()
+        stub = type("J", (), {"submit": lambda self, records: loop.create_future()})()
+        disk = FailingSubmits(stub)  # type: ignore[arg-type]
+        disk.failing = True
+        with pytest.raises(JournalError):
+            await disk.submit([])
+
+    asyncio.run(check())
