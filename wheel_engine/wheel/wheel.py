@@ -152,15 +152,21 @@ class TimingWheel(Generic[T]):
             for entry in due:
                 entry.where = DETACHED
                 out.append(entry.item)
+        self._next_valid = False
         if self._count > len(out):
             self._run(target, out)
         self._elapsed = target
         self._count -= len(out)
-        self._next_valid = False
         return out
 
     def _run(self, target: int, out: list[T]) -> None:
-        """Empty every slot that starts before ``target`` into ``out``, cascading on the way."""
+        """Empty every slot that starts before ``target`` into ``out``, cascading on the way.
+
+        Each pass looks at the earliest occupied slot (lowest occupied level, lowest set bit):
+        a level-0 slot is one tick and comes out sorted by seq; a higher slot whose whole range
+        is before ``target`` comes out sorted by (tick, seq) directly (nothing earlier is left
+        anywhere); otherwise, if it starts at or before ``target``, it is cascaded.
+        """
         levels = self._levels
         while True:
             for level in levels:
@@ -176,33 +182,73 @@ class TimingWheel(Generic[T]):
                 start = (first >> top) << top
                 if start > target:
                     return
-                self._elapsed = start
-                for entry in overflow.pop_before(start + (1 << top)):
-                    self._place(entry)
+                end = start + (1 << top)
+                entries = overflow.pop_before(end)  # in (tick, seq) order
+                if end <= target:
+                    for entry in entries:
+                        entry.where = DETACHED
+                        out.append(entry.item)
+                    self._elapsed = end
+                else:
+                    self._elapsed = start
+                    for entry in entries:
+                        self._place(entry)
                 continue
             occupied = level.occupied
             slot = (occupied & -occupied).bit_length() - 1
             shift = level.shift
             if shift == 0:
-                tick = (self._elapsed & ~SLOT_MASK) | slot
-                if tick >= target:
-                    return
-                entries = level.take(slot)
-                if len(entries) > 1:
-                    entries.sort(key=_by_seq)
+                # Level 0: one tick per slot; stay here while it has slots before ``target``.
+                base = self._elapsed & ~SLOT_MASK
+                slots = level.slots
+                while True:
+                    tick = base | slot
+                    if tick >= target:
+                        level.occupied = occupied
+                        self._next = tick  # exact: nothing is due, this is the earliest slot
+                        self._next_valid = True
+                        return
+                    bucket = slots[slot]
+                    slots[slot] = {}
+                    occupied &= ~(1 << slot)
+                    if len(bucket) == 1:
+                        for entry in bucket:
+                            entry.where = DETACHED
+                            out.append(entry.item)
+                    else:
+                        for entry in sorted(bucket, key=_by_seq):
+                            entry.where = DETACHED
+                            out.append(entry.item)
+                    if not occupied:
+                        break
+                    slot = (occupied & -occupied).bit_length() - 1
+                level.occupied = occupied
+                self._elapsed = tick + 1
+                continue
+            up = shift + SLOT_BITS
+            start = ((self._elapsed >> up) << up) | (slot << shift)
+            if start > target:
+                return
+            entries = level.take(slot)
+            end = start + (1 << shift)
+            if end <= target:
+                entries.sort(key=_by_tick_seq)
                 for entry in entries:
                     entry.where = DETACHED
                     out.append(entry.item)
-                self._elapsed = tick + 1
-            else:
-                up = shift + SLOT_BITS
-                start = ((self._elapsed >> up) << up) | (slot << shift)
-                if start > target:
-                    return
-                # Cascade: every entry of this slot lands in a lower level relative to ``start``.
-                self._elapsed = start
-                for entry in level.take(slot):
-                    self._place(entry)
+                self._elapsed = end
+                continue
+            # Cascade: relative to ``start`` every entry of this slot lands in a lower level.
+            self._elapsed = start
+            for entry in entries:
+                tick = entry.tick
+                number = (((tick ^ start) | SLOT_MASK).bit_length() - 1) // SLOT_BITS
+                lower = levels[number]
+                index = (tick >> lower.shift) & SLOT_MASK
+                entry.where = number
+                entry.slot = index
+                lower.slots[index][entry] = None
+                lower.occupied |= 1 << index
 
     def next_tick(self) -> int | None:
         """The exact earliest tick of any item, or None when the wheel is empty."""
