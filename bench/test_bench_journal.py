@@ -146,6 +146,28 @@ def test_recovery_100k_journal(benchmark: Any, journal_100k: str) -> None:
     benchmark.extra_info["rows_per_second"] = RECOVERY_RECORDS / benchmark.stats.stats.mean
 
 
+@pytest.fixture(scope="module")
+def snapshot_100k(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """100k live timers, all in the snapshot (a compacted journal)."""
+    path = str(tmp_path_factory.mktemp("snap") / "snap.db")
+
+    async def build() -> None:
+        j = await Journal.open(path, durability="normal")
+        for start in range(0, RECOVERY_RECORDS, 10_000):
+            await j.submit([_record(i * 4) for i in range(start, start + 10_000)])  # schedules
+        await j.compact(retention=0.0, now=0.0)
+        await j.close()
+
+    asyncio.run(build())
+    return path
+
+
+def test_recovery_100k_snapshot_rows(benchmark: Any, snapshot_100k: str) -> None:
+    rec = benchmark(recover_sync, snapshot_100k)
+    assert rec.snapshot_rows == RECOVERY_RECORDS
+    benchmark.extra_info["rows_per_second"] = RECOVERY_RECORDS / benchmark.stats.stats.mean
+
+
 def test_recovery_100k_raw_read_decode(benchmark: Any, journal_100k: str) -> None:
     """Baseline: sqlite3 fetch + msgpack decode of every body, no checks, no fold."""
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import sqlite3
 import time
@@ -64,6 +63,7 @@ class GroupCommitWriter:
         self._jobs: collections.deque[tuple[Job, asyncio.Future[Any]]] = collections.deque()
         self._wake = asyncio.Event()
         self._in_flight = False
+        self._batch: list[asyncio.Future[None]] = []  # the waiters of the commit in flight
         self._closing = False
         self._failed: BaseException | None = None
         self._task = self._loop.create_task(self._run(), name=f"journal-writer:{path}")
@@ -96,8 +96,13 @@ class GroupCommitWriter:
         """Commit what is pending, then stop the task. Idempotent."""
         self._closing = True
         self._wake.set()
-        with contextlib.suppress(Exception):  # already reported to the futures and the log
+        try:
             await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            if not self._task.cancelled():  # our caller is being cancelled, not the writer
+                raise
+        except Exception:  # already reported to the futures and the log
+            pass
 
     # -- the task ----------------------------------------------------------------------------
 
@@ -116,6 +121,14 @@ class GroupCommitWriter:
         except BaseException as exc:  # cancelled, or a bug: nobody may wait forever
             self._failed = exc
             err = JournalError(f"journal writer stopped ({exc!r}): {self._path}")
+            # The batch in flight, if any, may or may not have been committed: say so.
+            lost = JournalError(
+                f"journal writer stopped during a commit ({exc!r}); its records may or may not "
+                f"be committed: {self._path}"
+            )
+            for fut in self._batch:
+                if not fut.done():
+                    fut.set_exception(_copy(lost))
             for fut in self._waiters:
                 if not fut.done():
                     fut.set_exception(_copy(err))
@@ -136,12 +149,14 @@ class GroupCommitWriter:
             return
         first = self.last_seq + 1
         numbered = [(first + i, kind, body) for i, (kind, body) in enumerate(rows)]
+        self._batch = waiters
         self._in_flight = True
         start = time.perf_counter()
         try:
             await self._conn.executemany(INSERT_SQL, numbered)
             await self._conn.commit()
         except Exception as exc:
+            self._batch = []
             await self._rollback()
             logger.warning(
                 "journal commit of %d records failed (%s): %s", len(rows), exc, self._path
@@ -151,8 +166,9 @@ class GroupCommitWriter:
                 if not fut.done():
                     fut.set_exception(_copy(err))
             return
-        finally:
+        finally:  # on cancellation self._batch stays set, for _run to fail those futures
             self._in_flight = False
+        self._batch = []
         seconds = time.perf_counter() - start
         self.last_seq += len(rows)
         self.tail_records += len(rows)

@@ -182,3 +182,22 @@ async def test_readonly_journal_refuses_writes(db: str) -> None:
     await ro.flush()
     assert not ro.busy()
     await ro.close()
+
+
+async def test_a_cancelled_writer_fails_every_waiting_future(db: str) -> None:
+    j = await Journal.open(db)
+    await j.submit([sched(1)])
+    in_flight = j.submit([sched(2)])
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # the writer has taken the batch and awaits the connection
+    waiting = j.submit([sched(3)])
+    assert j._writer is not None
+    j._writer._task.cancel()
+    results = await asyncio.gather(in_flight, waiting, return_exceptions=True)
+    assert all(isinstance(r, JournalError) for r in results), results
+    assert "may or may not" in str(results[0])
+    with pytest.raises(JournalError):
+        j.submit([sched(4)])
+    await j.close()  # still closes and releases the lock
+    again = await Journal.open(db)
+    await again.close()
