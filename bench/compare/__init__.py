@@ -218,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         series=series,
         elapsed=elapsed,
     )
-    written = [out / "results.json"]
+    (out / "results.md").write_text(
+        runner.format_markdown(comparisons, targets, machine, command, elapsed), encoding="utf-8"
+    )
+    written = [out / "results.json", out / "results.md"]
     if not args.no_plots:
         from bench.compare import plots
 

@@ -18,27 +18,27 @@ class Config:
     inmem_window: float = 0.2
     inmem_reps: int = 5
     sweep: list[int] = field(default_factory=lambda: [10_000, 30_000, 100_000, 300_000, 1_000_000])
-    sweep_reps: int = 2
+    sweep_reps: int = 2  #: rounds per sweep point (1 at 1M)
     cancel_n: int = 100_000
     # 2. lateness
     lat_n: int = 100_000
     lat_window: float = 5.0
-    lat_lead: float = 1.0  #: seconds between the start of scheduling and the first due
+    lat_lead: float = 2.5  #: seconds between the start of scheduling and the first due
     lat_reps: int = 3
     # 3. memory
     mem_n: int = 1_000_000
-    mem_reps: int = 2
+    mem_reps: int = 1
     # 4. durable scheduling
     dur_n: int = 100_000  #: schedule_many, in batches of 1,000
     dur_gather_n: int = 10_000  #: concurrent awaited schedule() calls
-    dur_serial_n: int = 2_000  #: awaited schedule() one after another
-    dur_aps_n: int = 1_000
-    dur_huey_n: int = 3_000
+    dur_serial_n: int = 1_000  #: awaited schedule() one after another
+    dur_aps_n: int = 500
+    dur_huey_n: int = 2_000
     dur_reps: int = 3
     # 5. firing due durable timers
     fire_n: int = 20_000
-    fire_aps_n: int = 1_000
-    fire_huey_n: int = 3_000
+    fire_aps_n: int = 300
+    fire_huey_n: int = 2_000
     fire_reps: int = 3
     # 6. recovery
     rec_sizes: list[int] = field(default_factory=lambda: [100_000, 1_000_000])
@@ -60,9 +60,9 @@ class Config:
             cancel_n=30_000,
             lat_n=20_000,
             lat_window=0.5,
-            lat_lead=0.3,
+            lat_lead=0.5,
             lat_reps=2,
-            mem_n=30_000,
+            mem_n=100_000,
             mem_reps=1,
             dur_n=10_000,
             dur_gather_n=2_000,

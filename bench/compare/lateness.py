@@ -155,6 +155,13 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
         params={"n": n, "window_s": w, "lead_s": lead, "tick_s": 0.001},
         extra_metrics=["p50", "max", "early", "early_pct"],
     )
+    for res in comp.results:
+        over = [r for r in res.reps if r is not None and r.get("schedule_overran_lead")]
+        if over:
+            res.note = (
+                f"scheduling took longer than the {lead:g} s lead in {len(over)} round(s): "
+                "the first timers were late because of scheduling, not firing"
+            )
     # the CDF of the median-p99 round of each contender, for the plot
     cdfs: dict[str, list[list[float]]] = {}
     for res in comp.results:

@@ -1,9 +1,10 @@
 """Figure 3: memory per pending timer.
 
-Measured with ``tracemalloc``: the Python heap allocated (and still held, after a full GC)
-while N timers due an hour from now are pending, divided by N. This counts every object the
-timer keeps alive (handles, keys, wheel slots, dict entries, list over-allocation), but not
-allocator slack or memory a C library takes from ``malloc`` directly; it is not RSS.
+Measured as the RSS delta (``/proc/self/statm``) of a fresh Python process, before and after
+N timers due an hour from now are made pending (after a full GC both times), divided by N.
+Each contender runs in its own subprocess so no figure inherits another's heap. It counts
+everything the timer keeps alive plus allocator slack. Where ``/proc`` is missing it falls back
+to ``tracemalloc`` (Python heap only), and the table says which was used.
 
 - wheel-engine: ``Engine(None)``, ``schedule_many`` in batches of 1,000, keys made by the engine
   (each timer has one: it is how ``cancel``/``get`` find it), no payload.
@@ -15,6 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import os
+import subprocess
+import sys
 import time
 import tracemalloc
 from typing import Any
@@ -25,22 +30,64 @@ from bench.compare.inmemory import BATCH
 from bench.compare.runner import Comparison, Contender, Metrics, run_comparison
 from bench.compare.subject import HANDLER, engine_missing, new_engine, register
 
+STATM = "/proc/self/statm"
+METHOD = "rss" if os.path.exists(STATM) else "tracemalloc"
+
+
+def _rss() -> int:
+    with open(STATM, encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
 
 def _begin() -> int:
     gc.collect()
+    if METHOD == "rss":
+        return _rss()
     tracemalloc.start()
     return tracemalloc.get_traced_memory()[0]
 
 
 def _end(before: int, n: int, t0: float) -> Metrics:
     gc.collect()
-    after = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
+    if METHOD == "rss":
+        after = _rss()
+    else:
+        after = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
     return {
         "bytes_per_timer": (after - before) / n,
         "total_mb": (after - before) / 1e6,
         "seconds": time.perf_counter() - t0,
     }
+
+
+def child(kind: str, n: int) -> None:
+    """Entry point of the measuring subprocess: prints one JSON line of metrics."""
+    if kind == "engine":
+        m = engine_memory(n)
+    elif kind == "asyncio+dict":
+        m = loop_memory("asyncio", n, True)
+    else:
+        m = loop_memory(kind, n, False)
+    print(json.dumps(m))
+
+
+def in_subprocess(kind: str, n: int) -> Metrics:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(
+        [sys.executable, "-c", f"from bench.compare.memory import child; child({kind!r}, {n})"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise RuntimeError(f"measuring subprocess failed: {tail}")
+    result: Metrics = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
 
 
 def loop_memory(loop_kind: str, n: int, with_keys: bool) -> Metrics:
@@ -98,6 +145,10 @@ def engine_memory(n: int) -> Metrics:
 
 ENGINE = "wheel-engine"
 ASYNCIO = "asyncio TimerHandle"
+WHAT = {
+    "rss": "RSS delta of a fresh process, after gc",
+    "tracemalloc": "tracemalloc, Python heap after gc; not RSS",
+}
 
 
 def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
@@ -105,21 +156,16 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
     eng = engine_missing(False)
     uv = peers.uvloop_missing()
     cs = [
-        Contender(ENGINE, lambda: engine_memory(n), skip=eng),
-        Contender(ASYNCIO, lambda: loop_memory("asyncio", n, False)),
-        Contender("asyncio TimerHandle + dict by key", lambda: loop_memory("asyncio", n, True)),
-        Contender(
-            "uvloop TimerHandle",
-            lambda: loop_memory("uvloop", n, False),
-            skip=uv,
-            note="libuv's uv_timer_t is allocated through PyMem_RawMalloc, which tracemalloc sees",
-        ),
+        Contender(ENGINE, lambda: in_subprocess("engine", n), skip=eng),
+        Contender(ASYNCIO, lambda: in_subprocess("asyncio", n)),
+        Contender("asyncio TimerHandle + dict by key", lambda: in_subprocess("asyncio+dict", n)),
+        Contender("uvloop TimerHandle", lambda: in_subprocess("uvloop", n), skip=uv),
     ]
     return [
         run_comparison(
             key="memory",
             figure="3",
-            title=f"memory per pending timer at {n:,} (tracemalloc, after gc; not RSS)",
+            title=f"memory per pending timer at {n:,} ({WHAT[METHOD]})",
             contenders=cs,
             anchor=ASYNCIO,
             metric="bytes_per_timer",
@@ -127,7 +173,7 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
             higher_is_better=False,
             reps=cfg.mem_reps,
             log=cfg.log,
-            params={"n": n, "method": "tracemalloc"},
+            params={"n": n, "method": METHOD},
             extra_metrics=["total_mb"],
         )
     ]

@@ -117,6 +117,11 @@ class TargetResult:
     goal: float | None
     goal_met: bool | None
     detail: str
+    kind: str = "ratio"
+
+    @property
+    def threshold(self) -> str:
+        return f">= {self.minimum:g}x" if self.kind == "ratio" else f"<= {self.minimum:g}"
 
 
 class Log:
@@ -266,7 +271,9 @@ def evaluate_targets(
             why = "figure not run"
             if res is not None:
                 why = res.skipped or res.error or "no data"
-            out.append(TargetResult(t.label, "not measured", None, t.minimum, t.goal, None, why))
+            out.append(
+                TargetResult(t.label, "not measured", None, t.minimum, t.goal, None, why, t.kind)
+            )
             continue
         if t.kind == "ratio":
             r = comp.ratios.get(t.contender)
@@ -301,7 +308,14 @@ def evaluate_targets(
             detail = f"worst {t.metric} over {len(vals)} rounds: {worst:g}"
             out.append(
                 TargetResult(
-                    t.label, "met" if met else "missed", worst, t.minimum, None, None, detail
+                    t.label,
+                    "met" if met else "missed",
+                    worst,
+                    t.minimum,
+                    None,
+                    None,
+                    detail,
+                    t.kind,
                 )
             )
     return out
@@ -379,8 +393,7 @@ def format_targets(results: Sequence[TargetResult]) -> str:
         goal = ""
         if r.goal is not None and r.goal_met is not None:
             goal = f"; goal {r.goal:g}x {'met' if r.goal_met else 'not yet'}"
-        thr = f">= {r.minimum:g}x" if r.value is None or "x" in r.detail else f"<= {r.minimum:g}"
-        lines.append(f"  [{r.status.upper():>12}] {r.label} ({thr}{goal}): {r.detail}")
+        lines.append(f"  [{r.status.upper():>12}] {r.label} ({r.threshold}{goal}): {r.detail}")
     return "\n".join(lines)
 
 
@@ -466,3 +479,81 @@ def write_json(
         "series": series,
     }
     path.write_text(json.dumps(_clean(doc), indent=1) + "\n", encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# markdown (docs/benchmarks.md is made from this)
+
+
+def _md_cells(comp: Comparison, res: ContenderResult) -> list[str]:
+    if res.skipped:
+        return [res.name, f"skipped: {res.skipped}"] + [""] * (4 + len(comp.extra_metrics))
+    vals = res.values(comp.metric)
+    if not vals:
+        return [res.name, f"error: {res.error}"] + [""] * (4 + len(comp.extra_metrics))
+    r = comp.ratios.get(res.name)
+    bare = _bare(comp.unit)
+    cells = [
+        res.name + (" (anchor)" if res.name == comp.anchor else ""),
+        fmt_value(statistics.median(vals), comp.unit),
+        f"{fmt_value(min(vals), bare)}..{fmt_value(max(vals), bare)}",
+        f"**{fmt_ratio(r.median)}x**" if r else "-",
+        f"{fmt_ratio(r.low)}-{fmt_ratio(r.high)}" if r else "-",
+        str(len(vals)),
+    ]
+    for em in comp.extra_metrics:
+        unit = "s" if em.endswith("seconds") or em in ("p50", "p99", "p999", "max", "mean") else ""
+        cells.append(fmt_value(res.median(em), unit))
+    return cells
+
+
+def format_markdown(
+    comparisons: Sequence[Comparison],
+    targets: Sequence[TargetResult],
+    machine: dict[str, Any],
+    command: str,
+    elapsed: float,
+) -> str:
+    out = [
+        f"Command: `{command}` ({elapsed:.0f} s), {machine['date_utc']}, "
+        f"commit {machine.get('git_commit') or '?'}.",
+        "",
+        f"Machine: {machine['nproc']} CPUs ({machine['cpu']}), Python {machine['python']}, "
+        f"SQLite {machine['sqlite']}, {machine['platform']}.",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()) + ".",
+        "",
+        "### Targets",
+        "",
+        "| target | status | result |",
+        "|---|---|---|",
+    ]
+    for t in targets:
+        status = t.status
+        if t.goal is not None and t.goal_met is not None:
+            status += f" (goal {t.goal:g}x {'met' if t.goal_met else 'not yet'})"
+        out.append(f"| {t.label} ({t.threshold}) | {status} | {t.detail} |")
+    for comp in comparisons:
+        direction = "higher is better" if comp.higher_is_better else "lower is better"
+        params = ", ".join(
+            f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in comp.params.items()
+        )
+        out += [
+            "",
+            f"### Figure {comp.figure}: {comp.title}",
+            "",
+            f"{comp.metric} in {comp.unit or 'count'} ({direction}); ratio = x {comp.anchor}, "
+            f"higher is better; {params}.",
+            "",
+        ]
+        header = ["contender", "median", "min..max", "ratio", "ratio spread", "rounds"]
+        header += comp.extra_metrics
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "---|" * len(header))
+        for res in comp.results:
+            out.append("| " + " | ".join(_md_cells(comp, res)) + " |")
+        notes = [f"{r.name}: {r.note}" for r in comp.results if r.note and not r.skipped]
+        if notes:
+            out.append("")
+            out += [f"- {n}" for n in notes]
+    return "\n".join(out) + "\n"
