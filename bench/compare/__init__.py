@@ -73,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"run only these figures: {', '.join(FIGURES)} (or their numbers 1-6)",
     )
     p.add_argument("--no-plots", action="store_true", help="do not draw PNG plots")
+    p.add_argument(
+        "--docs",
+        metavar="DIR",
+        help="also put the results into DIR/benchmarks.md (between its results markers) "
+        "and the plots into DIR/img/ (maintainers: --docs docs)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
         "--strict", action="store_true", help="exit 1 if any contender failed (not skipped)"
@@ -136,6 +142,30 @@ def _targets(cfg: Any) -> list[Any]:
         Target("memory per timer at or below asyncio's", "memory", memory.ENGINE, 1.0),
     ]
     return ts
+
+
+BEGIN = "<!-- results:begin (written by wheel-engine bench --docs docs) -->"
+END = "<!-- results:end -->"
+
+
+def update_docs(docs: Path, results_md: Path, files: list[Path]) -> list[Path]:
+    """Replace the results block of ``docs/benchmarks.md`` and copy the PNGs to ``docs/img``."""
+    page = docs / "benchmarks.md"
+    text = page.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{page} has no results markers ({BEGIN} ... {END})")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    block = results_md.read_text(encoding="utf-8")
+    page.write_text(f"{head}{BEGIN}\n\n{block}\n{END}{tail}", encoding="utf-8")
+    img = docs / "img"
+    img.mkdir(exist_ok=True)
+    copied = [page]
+    for f in files:
+        if f.suffix == ".png":
+            shutil.copyfile(f, img / f.name)
+            copied.append(img / f.name)
+    return copied
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,8 +234,13 @@ def main(argv: list[str] | None = None) -> int:
     print("Ratios are per interleaved round against the anchor (higher is better), median and")
     print("min-max spread over rounds; this machine is shared, expect +-30% on absolute figures.")
     for comp in comparisons:
+        if comp.params.get("sweep"):
+            continue
         print()
         print(runner.format_comparison(comp))
+        if comp.key == "inmemory.e2e" and runner.format_sweep(series):
+            print()
+            print(runner.format_sweep(series))
     print()
     print(runner.format_targets(targets))
 
@@ -219,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         elapsed=elapsed,
     )
     (out / "results.md").write_text(
-        runner.format_markdown(comparisons, targets, machine, command, elapsed), encoding="utf-8"
+        runner.format_markdown(comparisons, targets, machine, command, elapsed, series),
+        encoding="utf-8",
     )
     written = [out / "results.json", out / "results.md"]
     if not args.no_plots:
@@ -236,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
                 failed = True
                 print("plots failed:", file=sys.stderr)
                 traceback.print_exc()
+    if args.docs:
+        try:
+            written += update_docs(Path(args.docs), out / "results.md", written)
+        except (OSError, ValueError) as exc:
+            failed = True
+            print(f"--docs: {exc}", file=sys.stderr)
     print()
     print("wrote " + ", ".join(str(p) for p in written))
     if failed:

@@ -277,22 +277,25 @@ def e2e_comparison(cfg: Config, n: int, reps: int, key: str) -> Comparison:
 
 
 def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
-    comps: list[Comparison] = []
     main = e2e_comparison(cfg, cfg.inmem_n, cfg.inmem_reps, "inmemory.e2e")
-    comps.append(main)
+    comps: list[Comparison] = [main, cancel_comparison(cfg)]
     sweep: dict[str, dict[str, float]] = {}
     for n in cfg.sweep:
         comp = main if n == cfg.inmem_n else None
         if comp is None:
             reps = 1 if n >= 1_000_000 else cfg.sweep_reps
             comp = e2e_comparison(cfg, n, reps, f"inmemory.sweep.{n}")
+            comp.params["sweep"] = True
             comps.append(comp)
         for res in comp.results:
             med = res.median("rate")
             if med is not None:
                 sweep.setdefault(res.name, {})[str(n)] = med
     series["throughput_vs_n"] = {"unit": "timers/s", "window_s": cfg.inmem_window, "data": sweep}
+    return comps
 
+
+def cancel_comparison(cfg: Config) -> Comparison:
     n = cfg.cancel_n
     offs = offsets(n, cfg.inmem_window, seed=2)
     w = cfg.inmem_window
@@ -302,20 +305,17 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
         loop_cancel_mix,
         [("wheel-engine schedule()+cancel()", lambda: engine_cancel_mix(offs, w))],
     )
-    comps.append(
-        run_comparison(
-            key="inmemory.cancel",
-            figure="1",
-            title=f"in memory, cancel-heavy: {n:,} timers, 90% cancelled before due",
-            contenders=cs,
-            anchor=ASYNCIO,
-            metric="rate",
-            unit="timers/s",
-            higher_is_better=True,
-            reps=cfg.inmem_reps,
-            log=cfg.log,
-            params={"n": n, "window_s": w, "cancel_lag": CANCEL_LAG},
-            extra_metrics=["cpu_seconds", "cancelled_fired"],
-        )
+    return run_comparison(
+        key="inmemory.cancel",
+        figure="1",
+        title=f"in memory, cancel-heavy: {n:,} timers, 90% cancelled before due",
+        contenders=cs,
+        anchor=ASYNCIO,
+        metric="rate",
+        unit="timers/s",
+        higher_is_better=True,
+        reps=cfg.inmem_reps,
+        log=cfg.log,
+        params={"n": n, "window_s": w, "cancel_lag": CANCEL_LAG},
+        extra_metrics=["cpu_seconds", "cancelled_fired"],
     )
-    return comps

@@ -70,9 +70,12 @@ def lateness(series: dict[str, Any], path: Path, subtitle: str) -> Path | None:
         xs = [v * 1e3 for _, v in cdf]
         color, ls, _ = STYLE.get(name, (None, "-", None))
         ax.plot(xs, qs, label=name, color=color, linestyle=ls)
+    ax.set_xscale("symlog", linthresh=1.0)
     ax.axvline(0.0, color="red", linewidth=0.8)
     ax.text(0.0, 0.02, " due", color="red", fontsize=8)
-    ax.set_xlabel("fired minus due (ms, wall clock); left of the red line = early")
+    ax.set_xlabel(
+        "fired minus due (ms, wall clock; linear within +-1 ms, log beyond); left of red = early"
+    )
     ax.set_ylabel("fraction of timers")
     n = series.get("n", 0)
     ax.set_title(

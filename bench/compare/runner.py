@@ -387,6 +387,41 @@ def format_comparison(comp: Comparison) -> str:
     return "\n".join(lines)
 
 
+def sweep_rows(series: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """The throughput-against-N series as a header and rows (one row per N)."""
+    sw = series.get("throughput_vs_n", {}).get("data", {})
+    if not sw:
+        return None
+    names = list(sw)
+    ns = sorted({int(k) for pts in sw.values() for k in pts})
+    rows = []
+    for n in ns:
+        row = [f"{n:,}"]
+        for name in names:
+            v = sw[name].get(str(n))
+            row.append(fmt_value(v) if v is not None else "-")
+        rows.append(row)
+    return ["N", *names], rows
+
+
+def format_sweep(series: dict[str, Any]) -> str:
+    got = sweep_rows(series)
+    if got is None:
+        return ""
+    header, rows = got
+    window = series["throughput_vs_n"].get("window_s")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        f"Figure 1 (sweep): in memory end to end, timers/s (median of rounds) against N, "
+        f"window {window} s; N / window bounds every contender at small N",
+        "  " + "  ".join(h.ljust(widths[i]) for i, h in enumerate(header)),
+        "  " + "  ".join("-" * w for w in widths),
+    ]
+    for row in rows:
+        lines.append("  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
+    return "\n".join(lines)
+
+
 def format_targets(results: Sequence[TargetResult]) -> str:
     lines = ["Targets (printed, not asserted)"]
     for r in results:
@@ -513,6 +548,7 @@ def format_markdown(
     machine: dict[str, Any],
     command: str,
     elapsed: float,
+    series: dict[str, Any] | None = None,
 ) -> str:
     out = [
         f"Command: `{command}` ({elapsed:.0f} s), {machine['date_utc']}, "
@@ -534,6 +570,8 @@ def format_markdown(
             status += f" (goal {t.goal:g}x {'met' if t.goal_met else 'not yet'})"
         out.append(f"| {t.label} ({t.threshold}) | {status} | {t.detail} |")
     for comp in comparisons:
+        if comp.params.get("sweep"):
+            continue
         direction = "higher is better" if comp.higher_is_better else "lower is better"
         params = ", ".join(
             f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in comp.params.items()
@@ -556,4 +594,18 @@ def format_markdown(
         if notes:
             out.append("")
             out += [f"- {n}" for n in notes]
+        if comp.key == "inmemory.e2e" and series:
+            got = sweep_rows(series)
+            if got:
+                header, rows = got
+                window = series["throughput_vs_n"].get("window_s")
+                out += [
+                    "",
+                    f"Against N (timers/s, median of rounds; window {window} s, so N / window "
+                    "bounds every contender at small N; 1 round at 1M):",
+                    "",
+                    "| " + " | ".join(header) + " |",
+                    "|" + "---|" * len(header),
+                ]
+                out += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(out) + "\n"
