@@ -62,6 +62,8 @@ class CompactionResult:
     dropped_timers: int = 0  #: finished timers dropped by retention
     snapshot_seq: int = 0  #: S: the highest seq folded into the snapshot
     max_version: int = 0
+    #: of ``seconds``: how long the writer was held (group commits waited meanwhile)
+    write_seconds: float = 0.0
 
 
 @dataclass(slots=True)
@@ -134,6 +136,7 @@ def plan_sync(path: str, upto_seq: int, cutoff: float) -> CompactionPlan:
 
 async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> CompactionResult:
     """Step 3, on the writer's aiosqlite connection: one transaction, committed here."""
+    write_started = time.perf_counter()
     await conn.executemany("DELETE FROM snapshot WHERE key = ?", plan.deletes)
     dropped = len(plan.deletes)  # touched timers that retention drops
     await conn.executemany(
@@ -162,6 +165,7 @@ async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> Compact
         live_rows=int(live),
         removed_records=removed,
         seconds=time.perf_counter() - started,
+        write_seconds=time.perf_counter() - write_started,
         dropped_timers=dropped,
         snapshot_seq=plan.upto_seq,
         max_version=plan.max_version,

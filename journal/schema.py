@@ -4,7 +4,7 @@ Tables (schema_version 1)::
 
     records  (seq INTEGER PRIMARY KEY, kind INTEGER NOT NULL, body BLOB NOT NULL)
     snapshot (key TEXT PRIMARY KEY, state INTEGER NOT NULL, updated_at REAL NOT NULL,
-              body BLOB NOT NULL)
+              body BLOB NOT NULL) WITHOUT ROWID
     meta     (name TEXT PRIMARY KEY, value)
 
 The file is created with ``auto_vacuum = INCREMENTAL`` so that compaction can hand freed pages
@@ -51,7 +51,7 @@ _TABLES: Final = frozenset({"records", "snapshot", "meta"})
 _DDL: Final = (
     "CREATE TABLE records (seq INTEGER PRIMARY KEY, kind INTEGER NOT NULL, body BLOB NOT NULL)",
     "CREATE TABLE snapshot (key TEXT PRIMARY KEY, state INTEGER NOT NULL,"
-    " updated_at REAL NOT NULL, body BLOB NOT NULL)",
+    " updated_at REAL NOT NULL, body BLOB NOT NULL) WITHOUT ROWID",
     "CREATE TABLE meta (name TEXT PRIMARY KEY, value)",
 )
 
