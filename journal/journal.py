@@ -188,8 +188,8 @@ class Journal:
 
     async def flush(self) -> None:
         """Wait until everything submitted so far is committed (or has failed)."""
-        if self._writer is None or self._closed:
-            return
+        if self._writer is None or self._closed or self._writer.stopped:
+            return  # a stopped writer has already failed every future it still held
         await asyncio.shield(self._writer.submit([]))
 
     def _writable(self) -> GroupCommitWriter:

@@ -92,6 +92,11 @@ class GroupCommitWriter:
     def busy(self) -> bool:
         return bool(self._waiters or self._jobs or self._in_flight)
 
+    @property
+    def stopped(self) -> bool:
+        """The task has ended (closed, cancelled or crashed): nothing more will be committed."""
+        return self._task.done()
+
     async def close(self) -> None:
         """Commit what is pending, then stop the task. Idempotent."""
         self._closing = True
