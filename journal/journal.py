@@ -129,12 +129,8 @@ class Journal:
                 (mode,) = await cur.fetchone()
                 if str(mode).lower() != "wal":
                     raise JournalError(f"journal is not in WAL mode ({mode}): {spath}")
-            except Exception as exc:
-                if isinstance(exc, JournalError):
-                    raise
-                if isinstance(exc, sqlite3.Error):
-                    raise raise_for(exc, spath, "opening") from exc
-                raise
+            except sqlite3.Error as exc:
+                raise raise_for(exc, spath, "opening") from exc
             secure_sidecars(spath)
             return cls(
                 spath, readonly=False, durability=durability, meta=meta, lock=lock, conn=conn
