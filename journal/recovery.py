@@ -3,7 +3,8 @@
 Runs synchronously on its own read-only ``sqlite3`` connection (the journal calls it in a worker
 thread), inside one read transaction so the snapshot and the tail agree even while an engine
 commits or compacts. Rows are fetched in small batches (:data:`BATCH`); each record is decoded,
-shape-checked and folded with :func:`journal.state.apply`. The first damaged record stops
+shape-checked and folded by the rules of :func:`journal.state.apply`, inlined in
+:func:`fold_records` (property tests hold the two equal). The first damaged record stops
 recovery with :class:`~journal.errors.JournalCorrupt` naming its seq: nothing is skipped.
 """
 
