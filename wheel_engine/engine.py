@@ -20,6 +20,7 @@ import functools
 import itertools
 import logging
 import math
+import operator
 import os
 import secrets
 import signal
@@ -32,22 +33,23 @@ from journal import Ack, Attempt, Cancel, Dead, Record, Redrive, Retry, Schedule
 from journal.errors import JournalError
 from wheel_engine.clock import Cancellable, Clock, SystemClock
 from wheel_engine.errors import DuplicateKey, EngineError, PermanentError, UnknownHandler
+from wheel_engine.gcpause import gc_paused
 from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
 from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.stats import Counters
-from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_TIMEOUT, Timer
+from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_TIMEOUT, UNDECODED, Timer
 from wheel_engine.validation import (
     ON_CONFLICT,
     check_key,
-    decode_payload,
     due_time,
     encode_payload,
 )
 from wheel_engine.wheel import TimingWheel
+from wheel_engine.wheel.entry import DETACHED
 
 if TYPE_CHECKING:
-    from journal import Journal
+    from journal import Journal, TimerRow
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +69,8 @@ JOURNAL_RETRY_DELAY = 1.0  # seconds before re-dispatching a batch whose attempt
 _Request = tuple[str, float, Any, bytes | None, str | None, str]
 # An applied schedule: (its request, the new timer, the live timer it replaced or None)
 _Change = tuple[_Request, Timer, Timer | None]
+_STATE_BY_NAME = {state.value: state for state in TimerState}
+_updated_at = operator.attrgetter("updated_at")
 _REQUEST_KEYS = frozenset({"handler", "at", "delay", "payload", "key", "on_conflict"})
 
 
@@ -217,9 +221,25 @@ class Engine:
             raise
         self.journal = journal
         self._next_version = recovered.max_version + 1
-        counts: dict[str, int] = {}
-        for row in recovered.timers.values():
-            state = TimerState(row.state)
+        with gc_paused(len(recovered.timers)):
+            counts = self._restore(recovered.timers.values())
+        logger.info(
+            "recovered %s: %d records, %s, next version %d",
+            self.path,
+            recovered.records,
+            ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n) or "no timers",
+            self._next_version,
+        )
+
+    def _restore(self, rows: Iterable[TimerRow]) -> dict[str, int]:
+        """Rebuild timers from the journal's rows; returns how many were in each state."""
+        counts: dict[str, int] = dict.fromkeys(_STATE_BY_NAME, 0)
+        timers = self._timers
+        handlers = self._handlers
+        finished: list[Timer] = []
+        for row in rows:
+            state = _STATE_BY_NAME[row.state]
+            counts[row.state] += 1
             if state is RUNNING:  # interrupted by the crash: it runs again
                 state = PENDING
             timer = Timer(
@@ -227,26 +247,24 @@ class Engine:
                 row.version,
                 row.handler,
                 row.due,
-                decode_payload(row.payload),
+                UNDECODED if row.payload is not None else None,
                 state,
                 row.attempts,
                 row.last_error,
                 row.first_attempt_at,
                 row.updated_at,
             )
-            self._timers[row.key] = timer
-            counts[state.value] = counts.get(state.value, 0) + 1
-            if state is PENDING:
-                self._park(timer)  # placed in the wheel by start() once handlers are known
+            timer.packed = row.payload  # decoded on first use: most are only ever fired
+            timers[row.key] = timer
+            if state is not PENDING:
+                finished.append(timer)
+            elif row.handler in handlers:
+                self._insert(timer)
             else:
-                self._finished[row.key] = timer
-        logger.info(
-            "recovered %s: %d records, %s, next version %d",
-            self.path,
-            recovered.records,
-            ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())) or "no timers",
-            self._next_version,
-        )
+                self._park(timer)
+        finished.sort(key=_updated_at)  # the retention purge reads this from the front
+        self._finished = {timer.key: timer for timer in finished}
+        return counts
 
     def _log_recovery_progress(self, done: int, total: int) -> None:
         logger.info("recovering %s: %d of %d records", self.path, done, total)
@@ -355,6 +373,21 @@ class Engine:
         is applied: one bad request rejects them all and nothing changes.
         """
         self._check_open()
+        if not isinstance(requests, list | tuple):
+            requests = list(requests)
+        with gc_paused(len(requests)):
+            applied = self._schedule_many_now(requests)
+        if self.journal is not None:
+            changes = [change for _, change in applied if change is not None]
+            if changes:
+                await self._commit(changes)
+        with gc_paused(len(applied)):
+            return [timer.info() for timer, _ in applied]
+
+    def _schedule_many_now(
+        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...]
+    ) -> list[tuple[Timer, _Change | None]]:
+        """Validate every request, then apply them all: the synchronous part of schedule_many."""
         now = self.clock.time()
         validated: list[_Request] = []
         claimed: set[str] = set()  # keys this batch schedules, for on_conflict="error"
@@ -379,12 +412,7 @@ class Engine:
                 claimed.add(key)
             validated.append(valid)
         apply = self._apply_schedule
-        applied = [apply(valid) for valid in validated]
-        if self.journal is not None:
-            changes = [change for _, change in applied if change is not None]
-            if changes:
-                await self._commit(changes)
-        return [timer.info() for timer, _ in applied]
+        return [apply(valid) for valid in validated]
 
     def _validate(
         self,
@@ -436,7 +464,7 @@ class Engine:
             self._finished.pop(key, None)
         self._insert(timer)
         armed = self._armed_tick
-        if armed is None or timer.entry.tick < armed:
+        if armed is None or timer.tick < armed:
             self._arm()
         return timer, (request, timer, previous)
 
@@ -624,7 +652,9 @@ class Engine:
 
     def _insert(self, timer: Timer) -> None:
         """Into the wheel at its due tick, rounded up: a tick is never before the due time."""
-        timer.entry = self._wheel.insert(math.ceil(timer.due / self.tick), timer.version, timer)
+        timer.tick = math.ceil(timer.due / self.tick)
+        timer.seq = timer.version
+        self._wheel.insert_entry(timer)
 
     def _place(self, timer: Timer) -> None:
         """A pending timer goes into the wheel, or is parked if its handler is unknown."""
@@ -638,9 +668,8 @@ class Engine:
 
     def _unplace(self, timer: Timer) -> None:
         """Take a pending timer out of the wheel or the parking lot."""
-        if timer.entry is not None:
-            self._wheel.remove(timer.entry)
-            timer.entry = None
+        if timer.where != DETACHED:
+            self._wheel.remove(timer)
         else:
             parked = self._unhandled.get(timer.handler)
             if parked is not None and parked.pop(timer.key, None) is not None and not parked:
@@ -686,7 +715,6 @@ class Engine:
         handlers = self._handlers
         runnable = []
         for timer in batch:
-            timer.entry = None
             if timer.due > now:  # float rounding of the tick: never early, try next tick
                 self._insert(timer)
                 continue
@@ -768,8 +796,11 @@ class Engine:
         stats.lags.append(lag)
         if lag > stats.lag_max:
             stats.lag_max = lag
+        payload = timer.payload
+        if payload is UNDECODED:
+            payload = timer.decode_payload()
         return Firing(
-            timer.key, timer.version, timer.handler, timer.payload, timer.due, timer.attempts, now
+            timer.key, timer.version, timer.handler, payload, timer.due, timer.attempts, now
         )
 
     def _run_inline(self, timer: Timer, spec: HandlerSpec) -> None:

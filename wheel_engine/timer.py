@@ -6,28 +6,35 @@ import asyncio
 from typing import Any
 
 from wheel_engine.model import TimerInfo, TimerState
+from wheel_engine.validation import decode_payload
+from wheel_engine.wheel.entry import DETACHED, WheelEntry
+
+#: ``Timer.payload`` of a recovered timer whose msgpack bytes (``Timer.packed``) are not decoded
+#: yet: recovery decodes nothing, the first firing or ``get()`` does.
+UNDECODED: Any = object()
 
 # Why a running handler is being interrupted (``Timer.interrupt``).
 INTERRUPT_CANCEL = "cancel"  #: engine.cancel() asked for it
 INTERRUPT_TIMEOUT = "timeout"  #: the handler ran past its timeout
 
 
-class Timer:
-    """One version of one key. ``__slots__`` keeps a pending timer at about 150 bytes.
+class Timer(WheelEntry["Timer"]):
+    """One version of one key, and its own wheel entry (``item`` is the timer itself), so a
+    pending timer costs one object. ``where != DETACHED`` while it waits in the wheel.
 
-    ``entry`` is the wheel entry while the timer waits in the wheel (None otherwise), ``task``
-    the worker task while its handler runs, ``interrupt`` why that task was cancelled.
+    ``task`` is the worker task while its handler runs, ``interrupt`` why that task was
+    cancelled, ``packed`` the msgpack bytes of a recovered payload not decoded yet.
     """
 
     __slots__ = (
         "attempts",
         "due",
-        "entry",
         "first_attempt_at",
         "handler",
         "interrupt",
         "key",
         "last_error",
+        "packed",
         "payload",
         "state",
         "task",
@@ -48,6 +55,11 @@ class Timer:
         first_attempt_at: float | None = None,
         updated_at: float = 0.0,
     ) -> None:
+        self.tick = 0  # the wheel fields (see WheelEntry), set when it goes into the wheel
+        self.seq = version
+        self.item = self
+        self.where = DETACHED
+        self.slot = 0
         self.key = key
         self.version = version
         self.handler = handler
@@ -58,9 +70,16 @@ class Timer:
         self.last_error = last_error
         self.first_attempt_at = first_attempt_at
         self.updated_at = updated_at
-        self.entry: Any = None
         self.task: asyncio.Task[Any] | None = None
         self.interrupt: str | None = None
+        self.packed: bytes | None = None
+
+    def decode_payload(self) -> Any:
+        """The payload, decoding the recovered msgpack bytes once."""
+        if self.payload is UNDECODED:
+            self.payload = decode_payload(self.packed)
+            self.packed = None
+        return self.payload
 
     def info(self) -> TimerInfo:
         return TimerInfo(
@@ -68,7 +87,7 @@ class Timer:
             self.version,
             self.handler,
             self.due,
-            self.payload,
+            self.payload if self.payload is not UNDECODED else self.decode_payload(),
             self.state,
             self.attempts,
             self.last_error,

@@ -88,10 +88,19 @@ class TimingWheel(Generic[T]):
         A ``tick <= now`` is due at once: it comes out at the next :meth:`advance`, before any
         later tick.
         """
-        entry = WheelEntry(tick, seq, item)
+        return self.insert_entry(WheelEntry(tick, seq, item))
+
+    def insert_entry(self, entry: WheelEntry[T]) -> WheelEntry[T]:
+        """Add an entry the caller built, with ``tick``, ``seq`` and ``item`` set. O(1).
+
+        For callers that embed the entry in their own object (a subclass of
+        :class:`WheelEntry` whose ``item`` is itself) to save an allocation per timer. The
+        entry must not be held by any wheel (``entry.active`` is False).
+        """
         self._place(entry)
         self._count += 1
         if self._next_valid:
+            tick = entry.tick
             nxt = self._next
             if nxt is None or tick < nxt:
                 self._next = tick
