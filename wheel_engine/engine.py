@@ -771,7 +771,12 @@ class Engine:
         self._run_batch(batch)
 
     def _run_batch(self, batch: list[Timer]) -> None:
+        """Run plain handlers inline (up to INLINE_BATCH) and queue the rest for the workers,
+        keeping the batch's order: once one timer is queued, every later one is too."""
         handlers = self._handlers
+        ready = self._ready
+        now = self.clock.time()
+        succeeded: list[Timer] = []
         inline = 0
         for timer in batch:
             if timer.interrupt == INTERRUPT_CANCEL:  # cancelled before its handler started
@@ -779,17 +784,24 @@ class Engine:
                 self._complete(timer, asyncio.CancelledError(), cancelled=True)
                 continue
             spec = handlers[timer.handler]
-            if spec.inline and inline < INLINE_BATCH and not self._ready:
+            if spec.inline and inline < INLINE_BATCH and not ready:
                 inline += 1
-                self._run_inline(timer, spec)
+                self._running -= 1
+                try:
+                    spec.fn(self._firing(timer, now))
+                except Exception as exc:
+                    self._complete(timer, exc)
+                    continue
+                succeeded.append(timer)
             else:
-                self._ready.append(timer)
-        if self._ready:
+                ready.append(timer)
+        if succeeded:
+            self._succeed(succeeded, now)
+        if ready:
             self._start_workers()
         self._check_idle()
 
-    def _firing(self, timer: Timer) -> Firing:
-        now = self.clock.time()
+    def _firing(self, timer: Timer, now: float) -> Firing:
         lag = now - timer.due
         stats = self._stats
         stats.fired += 1
@@ -803,15 +815,19 @@ class Engine:
             timer.key, timer.version, timer.handler, payload, timer.due, timer.attempts, now
         )
 
-    def _run_inline(self, timer: Timer, spec: HandlerSpec) -> None:
-        try:
-            spec.fn(self._firing(timer))
-        except Exception as exc:
-            self._running -= 1
-            self._complete(timer, exc)
-            return
-        self._running -= 1
-        self._complete(timer, None)
+    def _succeed(self, timers: list[Timer], now: float) -> None:
+        """Handlers returned normally: SUCCEEDED, with one batch of acks for the journal."""
+        self._stats.succeeded += len(timers)
+        current = self._timers
+        finished = self._finished
+        for timer in timers:
+            timer.interrupt = None
+            if current.get(timer.key) is timer:  # not replaced while it ran
+                timer.state = SUCCEEDED
+                timer.updated_at = now
+                finished[timer.key] = timer
+        if self.journal is not None:
+            self._journal_write([Ack(timer.key, timer.version, now) for timer in timers])
 
     # ------------------------------------------------------------------ workers
     def _start_workers(self) -> None:
@@ -844,7 +860,7 @@ class Engine:
                     functools.partial(self._interrupt, timer, INTERRUPT_TIMEOUT),
                 )
             try:
-                firing = self._firing(timer)
+                firing = self._firing(timer, self.clock.time())
                 if spec.is_async:
                     await spec.fn(firing)
                 elif spec.thread:
@@ -901,14 +917,11 @@ class Engine:
         current = self._timers.get(timer.key) is timer
         now = self.clock.time()
         if error is None:
-            self._stats.succeeded += 1
-            self._journal_write(Ack(timer.key, timer.version, now))
-            if current:
-                self._finish(timer, SUCCEEDED, now)
+            self._succeed([timer], now)
             return
         if cancelled:
             self._stats.canceled += 1
-            self._journal_write(Cancel(timer.key, timer.version, now))
+            self._journal_write([Cancel(timer.key, timer.version, now)])
             if current:
                 self._finish(timer, CANCELED, now)
             return
@@ -927,7 +940,7 @@ class Engine:
             return
         self._stats.retried += 1
         due = now + delay
-        self._journal_write(Retry(timer.key, timer.version, timer.attempts, message, due, now))
+        self._journal_write([Retry(timer.key, timer.version, timer.attempts, message, due, now)])
         if current:
             timer.state = PENDING
             timer.due = due
@@ -938,7 +951,7 @@ class Engine:
     def _give_up(self, timer: Timer, message: str, now: float, current: bool = True) -> None:
         timer.last_error = message
         self._stats.dead += 1
-        self._journal_write(Dead(timer.key, timer.version, timer.attempts, message, now))
+        self._journal_write([Dead(timer.key, timer.version, timer.attempts, message, now)])
         if current:
             self._finish(timer, DEAD, now)
         logger.warning(
@@ -954,11 +967,11 @@ class Engine:
         timer.updated_at = self.clock.time() if now is None else now
         self._finished[timer.key] = timer
 
-    def _journal_write(self, record: Record) -> None:
+    def _journal_write(self, records: list[Record]) -> None:
         """Outcome records are batched, not awaited: a lost ack only means firing again."""
         if self.journal is None:
             return
-        future = self.journal.submit([record])
+        future = self.journal.submit(records)
         future.add_done_callback(_log_failure)
         self._maybe_compact()
 

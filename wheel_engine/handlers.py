@@ -27,11 +27,7 @@ class HandlerSpec:
     retry: RetryPolicy
     is_async: bool  #: a coroutine function: awaited by a worker
     thread: bool  #: a plain function run in a worker thread
-    # A plain function with thread=False runs inline on the loop, like a call_at callback.
-
-    @property
-    def inline(self) -> bool:
-        return not self.is_async and not self.thread
+    inline: bool  #: a plain function run on the loop, like a call_at callback
 
 
 def make_spec(
@@ -54,4 +50,4 @@ def make_spec(
         raise ValueError(f"handler {name!r}: thread=True is for plain functions, not async ones")
     if timeout is not None and not (timeout > 0 and timeout != float("inf")):
         raise ValueError(f"handler {name!r}: timeout must be a positive number of seconds")
-    return HandlerSpec(name, fn, timeout, retry, is_async, thread)
+    return HandlerSpec(name, fn, timeout, retry, is_async, thread, not is_async and not thread)
