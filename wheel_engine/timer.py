@@ -57,7 +57,6 @@ class Timer(WheelEntry["Timer"]):
     ) -> None:
         self.tick = 0  # the wheel fields (see WheelEntry), set when it goes into the wheel
         self.seq = version
-        self.item = self
         self.where = DETACHED
         self.slot = 0
         self.key = key
@@ -73,6 +72,13 @@ class Timer(WheelEntry["Timer"]):
         self.task: asyncio.Task[Any] | None = None
         self.interrupt: str | None = None
         self.packed: bytes | None = None
+
+    @property
+    def item(self) -> Timer:  # type: ignore[override]
+        """The wheel hands out ``entry.item``: for a timer that is the timer itself. A property,
+        not a stored self-reference, so a finished timer is freed by reference counting instead
+        of waiting for the cyclic collector."""
+        return self
 
     def decode_payload(self) -> Any:
         """The payload, decoding the recovered msgpack bytes once."""
