@@ -69,6 +69,7 @@ JOURNAL_RETRY_DELAY = 1.0  # seconds before re-dispatching a batch whose attempt
 _Request = tuple[str, float, Any, bytes | None, str | None, str]
 # An applied schedule: (its request, the new timer, the live timer it replaced or None)
 _Change = tuple[_Request, Timer, Timer | None]
+_new_tuple = tuple.__new__
 _STATE_BY_NAME = {state.value: state for state in TimerState}
 _updated_at = operator.attrgetter("updated_at")
 _REQUEST_KEYS = frozenset({"handler", "at", "delay", "payload", "key", "on_conflict"})
@@ -811,8 +812,9 @@ class Engine:
         payload = timer.payload
         if payload is UNDECODED:
             payload = timer.decode_payload()
-        return Firing(
-            timer.key, timer.version, timer.handler, payload, timer.due, timer.attempts, now
+        return _new_tuple(  # NamedTuple's own __new__ is a Python function: skip it
+            Firing,
+            (timer.key, timer.version, timer.handler, payload, timer.due, timer.attempts, now),
         )
 
     def _succeed(self, timers: list[Timer], now: float) -> None:
