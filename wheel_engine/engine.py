@@ -136,7 +136,7 @@ class Engine:
         self._stats = Counters()
         self._started = False
         self._closing = False
-        self._closed: asyncio.Event | None = None  # set once close() has finished
+        self._closed = asyncio.Event()  # set once close() has finished
         self._compacting: asyncio.Task[Any] | None = None
         self._last_compaction: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -277,11 +277,10 @@ class Engine:
         journal is flushed (acks included) and closed. Idempotent.
         """
         if not self._started or self._closing:
-            if self._closed is not None:
+            if self._closing:
                 await self._closed.wait()
             return
         self._closing = True
-        self._closed = asyncio.Event()
         try:
             self._disarm()
             if self._running and grace > 0 and self._idle is not None:
@@ -316,8 +315,6 @@ class Engine:
 
     async def wait_closed(self) -> None:
         """Wait until :meth:`close` has finished (e.g. after a signal)."""
-        while self._closed is None:
-            await asyncio.sleep(0.05)
         await self._closed.wait()
 
     def install_signal_handlers(self, grace: float = 10.0) -> None:
@@ -496,8 +493,10 @@ class Engine:
             return
         self._timers[timer.key] = previous
         if previous.state is PENDING:
-            self._insert(previous)
+            self._place(previous)
             self._arm()
+        elif not previous.state.is_live:
+            self._finished[timer.key] = previous
 
     # ------------------------------------------------------------------ cancelling
     async def cancel(self, key: str, *, version: int | None = None) -> CancelResult:
@@ -599,22 +598,24 @@ class Engine:
             raise EngineError(f"timer {key!r} is {timer.state.value}, not DEAD")
         now = self.clock.time()
         due = now if at is None else due_time(now, at, None)
-        old_version = timer.version
-        timer.version = self._next_version
+        fresh = Timer(key, self._next_version, timer.handler, due, timer.payload)
         self._next_version += 1
-        timer.due = due
-        timer.state = PENDING
-        timer.attempts = 0
-        timer.first_attempt_at = None
-        timer.updated_at = now
+        fresh.packed = timer.packed
+        fresh.last_error = timer.last_error  # kept for reading; attempts start again at 0
+        fresh.updated_at = now
+        self._timers[key] = fresh
         self._finished.pop(key, None)
-        self._stats.redriven += 1
-        self._place(timer)
+        self._place(fresh)
         self._arm()
         if self.journal is not None:
-            await self.journal.submit([Redrive(key, old_version, timer.version, due, now)])
-        logger.info("redriven %s: version %d -> %d", key, old_version, timer.version)
-        return timer.info()
+            try:
+                await self.journal.submit([Redrive(key, timer.version, fresh.version, due, now)])
+            except BaseException:
+                self._undo_schedule(fresh, timer)
+                raise
+        self._stats.redriven += 1
+        logger.info("redriven %s: version %d -> %d", key, timer.version, fresh.version)
+        return fresh.info()
 
     # ------------------------------------------------------------------ compaction
     async def compact(self) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from journal import Journal, Record
-from wheel_engine import CancelResult, Engine, Firing, JournalError, TimerState
+from wheel_engine import CancelResult, Engine, Firing, JournalError, RetryPolicy, TimerState
 from wheel_engine.testing import VirtualClock
 
 
@@ -105,3 +105,31 @@ def test_failing_submits_really_fail() -> None:
             await disk.submit([])
 
     asyncio.run(check())
+
+
+async def test_failed_redrive_leaves_the_timer_dead(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    engine = Engine(tmp_path / "t.db", clock=clock, durability="normal")
+    calls: list[int] = []
+
+    @engine.handler("bad", retry=RetryPolicy(max_attempts=1))
+    async def bad(firing: Firing) -> None:
+        calls.append(firing.version)
+        raise RuntimeError("no")
+
+    async with engine:
+        assert engine.journal is not None
+        disk = FailingSubmits(engine.journal)
+        dead = await engine.schedule("bad", delay=0, key="k")
+        await clock.advance(1)
+        disk.failing = True
+        with pytest.raises(JournalError):
+            await engine.redrive("k")
+        disk.failing = False
+        info = engine.get("k")
+        assert info is not None and (info.state, info.version) == (TimerState.DEAD, dead.version)
+        await clock.advance(5)
+        assert calls == [dead.version]  # the failed redrive did not run it again
+        again = await engine.redrive("k")
+        await clock.advance(1)
+        assert calls == [dead.version, again.version]
