@@ -1,7 +1,7 @@
-"""Engine bugs the crash tests found, each pinned by a minimal strict-xfail reproduction.
+"""Engine bugs the crash tests found, each pinned by a minimal reproduction.
 
-When one is fixed its test XPASSes, which fails (strict): then drop the xfail mark, and the
-tolerance named in its reason from the crash tests.
+An open bug's test is marked ``xfail(strict=True)`` (the reason says what is wrong); once it is
+fixed the test XPASSes, which fails, and the mark comes off: it stays as a regression test.
 """
 
 from __future__ import annotations
@@ -9,20 +9,16 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 from crash_support import freeze_writer
 
 from wheel_engine import CancelResult, Engine, Firing, TimerState
 from wheel_engine.testing import VirtualClock
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Engine._complete(timer, None, cancelled=True) takes the success branch first: a "
-    "timer cancelled while its attempt commits ends SUCCEEDED with an Ack, its handler never run "
-    "(tolerated in test_crash_sigkill.py as CANCEL_RACE_ACKS)",
-)
 async def test_cancel_while_the_attempt_commits_ends_canceled_not_succeeded(tmp_path: Path) -> None:
+    """Seen in test_crash_sigkill.py runs, fixed in b25d3ed: the engine completed such a timer
+    with ``_complete(timer, None, cancelled=True)``, which took the success branch, so it ended
+    SUCCEEDED (an Ack record) without its handler ever running."""
     clock = VirtualClock()
     fired: list[Firing] = []
     engine = Engine(tmp_path / "t.db", clock=clock, durability="normal")

@@ -44,10 +44,6 @@ TIMERS_PER_RUN = 200 if SOAK else 40
 POISON_ATTEMPTS = 3  # crash_worker.POISON_ATTEMPTS
 RUN_TIMEOUT = 60.0  # seconds a drain run may take before the test gives up on it
 FINISHED = {"SUCCEEDED", "CANCELED", "DEAD"}
-#: Known engine bug (test_crash_engine_bugs.py): a timer whose cancel lands while its attempt
-#: is committing ends SUCCEEDED, its handler never run. Tolerated, and counted, only for
-#: versions the worker asked to cancel. Set to False once that bug is fixed.
-CANCEL_RACE_ACKS = True
 
 
 @dataclass
@@ -232,7 +228,6 @@ def check(intents: list[dict[str, Any]], fires: list[dict[str, Any]], rows: dict
     fired_versions: dict[str, set[int]] = defaultdict(set)
     for f in fires:
         fired_versions[f["key"]].add(f["version"])
-    race_acks = 0
     unfired = []
     for s in schedules:
         key, version = s["key"], s["version"]
@@ -245,8 +240,6 @@ def check(intents: list[dict[str, Any]], fires: list[dict[str, Any]], rows: dict
             continue  # replaced by a later version
         if row.state == "CANCELED" and (key, version) in cancel_starts:
             continue  # a cancel that was under way when the worker was killed, committed
-        if row.state == "SUCCEEDED" and (key, version) in cancel_starts and CANCEL_RACE_ACKS:
-            continue  # the known bug (counted below): see test_crash_engine_bugs.py
         unfired.append((s, row))
     assert not unfired, f"committed, uncancelled, never fired: {unfired[:5]}"
 
@@ -258,13 +251,9 @@ def check(intents: list[dict[str, Any]], fires: list[dict[str, Any]], rows: dict
         cancel_requested = (key, row.version) in cancel_starts
         if row.state == "CANCELED":
             assert cancel_requested, f"{key} cancelled by nobody: {row}"
-        elif row.version not in fired_versions[key] and (key, row.version) not in canceled:
-            assert row.state == "SUCCEEDED" and cancel_requested and CANCEL_RACE_ACKS, (
-                f"{key} ended {row.state} without its handler ever running: {row}"
-            )
-            race_acks += 1
         else:
             assert row.state == "SUCCEEDED", f"{key} ended {row}"
+            assert row.version in fired_versions[key], f"{key} SUCCEEDED, never fired: {row}"
 
     # The poison timers: max_attempts attempts, then DEAD (not retried forever).
     for key in ("poison-chaos", "poison-final"):
@@ -281,7 +270,6 @@ def check(intents: list[dict[str, Any]], fires: list[dict[str, Any]], rows: dict
         "schedules": len(schedules),
         "fires": len(fires),
         "canceled": len(canceled),
-        "cancel_race_acks": race_acks,
     }
 
 
