@@ -44,6 +44,19 @@ def throughput(series: dict[str, Any], path: Path, subtitle: str) -> Path | None
         ys = [points[str(x)] for x in xs]
         color, ls, marker = STYLE.get(name, (None, "-", "o"))
         ax.plot(xs, ys, label=name, color=color, linestyle=ls, marker=marker)
+    window = series.get("window_s")
+    if window:
+        xs_all = sorted({int(k) for points in data.values() for k in points})
+        ymax = max(v for points in data.values() for v in points.values())
+        bound = [(x, x / window) for x in xs_all if x / window <= ymax * 1.2]
+        if bound:
+            ax.plot(
+                [b[0] for b in bound],
+                [b[1] for b in bound],
+                color="grey",
+                linestyle=":",
+                label="N / window (bound by the window)",
+            )
     ax.set_xscale("log")
     ax.set_xlabel("timers scheduled then fired (N)")
     ax.set_ylabel("timers / s, end to end")
