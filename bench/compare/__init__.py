@@ -72,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FIGURE[,FIGURE]",
         help=f"run only these figures: {', '.join(FIGURES)} (or their numbers 1-6)",
     )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        metavar="N",
+        help="interleaved rounds per comparison (default: 5 in memory, 3 elsewhere; quick: 1-3)",
+    )
     p.add_argument("--no-plots", action="store_true", help="do not draw PNG plots")
     p.add_argument(
         "--docs",
@@ -178,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"wheel-engine bench: error: {exc}", file=sys.stderr)
         return 2
+    if args.rounds is not None and args.rounds < 1:
+        parser.print_usage(sys.stderr)
+        print("wheel-engine bench: error: --rounds must be at least 1", file=sys.stderr)
+        return 2
 
     import importlib
 
@@ -189,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="wheel-engine-bench-"))
     cfg = Config.make(args.quick, scratch, log)
+    if args.rounds is not None:
+        cfg.set_rounds(args.rounds)
     machine = runner.machine_info()
     command = "wheel-engine bench" + (" " + " ".join(argv) if argv else "")
     if argv is None and len(sys.argv) > 1:

@@ -44,6 +44,13 @@ class Config:
     rec_sizes: list[int] = field(default_factory=lambda: [100_000, 1_000_000])
     rec_reps: int = 3
 
+    def set_rounds(self, n: int) -> None:
+        """The same number of interleaved rounds for every comparison (``--rounds``)."""
+        for name in ("inmem_reps", "sweep_reps", "lat_reps", "mem_reps", "dur_reps"):
+            setattr(self, name, n)
+        self.fire_reps = n
+        self.rec_reps = n
+
     @classmethod
     def make(cls, quick: bool, scratch: Path, log: Log) -> Config:
         if not quick:
