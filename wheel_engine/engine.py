@@ -470,8 +470,9 @@ class Engine:
         """Commit schedules; on failure take them back out of memory, newest first."""
         assert self.journal is not None
         now = self.clock.time()
+        new = _new_tuple
         records: list[Record] = [
-            Schedule(timer.key, timer.version, timer.handler, timer.due, request[3], now)
+            new(Schedule, (timer.key, timer.version, timer.handler, timer.due, request[3], now))
             for request, timer, _ in changes
         ]
         try:
