@@ -20,7 +20,9 @@ committed, uncancelled timer fired at least once, and every timer finished as it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -49,6 +51,7 @@ from wheel_engine import (
 )
 from wheel_engine.testing import VirtualClock
 
+SOAK = os.environ.get("WHEEL_ENGINE_SOAK") == "1"
 KEYS = ("a", "b", "c", "d")
 TICK = 0.001
 POLICIES = {
@@ -57,6 +60,7 @@ POLICIES = {
     "slow": RetryPolicy(max_attempts=4, initial=1.0, multiplier=1.0, jitter=False),
 }
 SLOW = 5.0  # seconds the "slow" handler runs (virtual)
+STEP_TIMEOUT = 30.0  # real seconds: every step is instant on the virtual clock
 RETENTION = 1e9  # finished timers stay readable for the whole test
 
 Row = tuple[int, str, float, Any, str, int, str | None]
@@ -97,11 +101,12 @@ class CrashRecoveryMachine(RuleBasedStateMachine):
         self.expected: dict[str, Row] | None = None
         # (kind, key, version cancelled or 0, len(fired) at the call, task)
         self.waiting: list[tuple[str, str, int, int, asyncio.Task[Any]]] = []
-        self.engine = self.run(self.start())
+        self.engine: Any = self.run(self.start())
 
     # ------------------------------------------------------------------ plumbing
     def run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(coro)
+        """Run one step on the example's loop; a step that hangs fails instead (no real waits)."""
+        return self.loop.run_until_complete(asyncio.wait_for(coro, STEP_TIMEOUT))
 
     async def start(self) -> Engine:
         engine = Engine(
@@ -135,7 +140,7 @@ class CrashRecoveryMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ rules
     @rule(
         key=st.sampled_from(KEYS),
-        handler=st.sampled_from(["ok", "ok", "fail", "slow"]),
+        handler=st.sampled_from(["ok", "ok", "fail", "slow", "slow"]),
         when=st.one_of(
             st.tuples(st.just("delay"), st.sampled_from([0.0, 0.0005, 0.5, 1.0, 2.5, 7.0])),
             st.tuples(st.just("ago"), st.sampled_from([0.0, 3.0, 100.0])),
@@ -264,6 +269,7 @@ class CrashRecoveryMachine(RuleBasedStateMachine):
         if any(info.state is TimerState.RUNNING for info in self.engine.timers()):
             event("crash: a handler was running")
         self.run(crash(self.engine, [task for *_, task in self.waiting]))
+        self.engine = None  # gone with the "process"
         self.thaw, self.expected, self.waiting = None, None, []
         self.generation += 1
         self.clock.jump(downtime)  # the wall clock moved on while the service was down
@@ -339,14 +345,19 @@ class CrashRecoveryMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ the end
     def teardown(self) -> None:
+        closed = self.engine is None  # a crash_and_recover failed half-way: nothing to close
         try:
-            if self.thaw is not None:
+            if self.engine is not None and self.thaw is not None:
                 self.unstall()
-            self.drain_and_check()
+            if self.engine is not None:
+                self.drain_and_check()
+                self.run(self.engine.close(grace=0))
+                closed = True
         finally:
             try:
-                if self.engine is not None:
-                    self.run(self.engine.close(grace=0))
+                if not closed:  # a check failed: abandon the engine, whatever state it is in
+                    with contextlib.suppress(Exception):
+                        self.run(crash(self.engine, [task for *_, task in self.waiting]))
                 self.run(self.loop.shutdown_default_executor())
             finally:
                 self.loop.close()
@@ -383,8 +394,8 @@ def _decode(data: bytes | None) -> Any:
 
 
 CrashRecoveryMachine.TestCase.settings = settings(
-    max_examples=150,
-    stateful_step_count=30,
+    max_examples=2000 if SOAK else 200,
+    stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
