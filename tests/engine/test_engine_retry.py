@@ -119,8 +119,10 @@ async def test_redrive_dead_timer() -> None:
         first = await engine.schedule("h", delay=0, key="k")
         await clock.advance(1)
         assert engine.get("k").state is TimerState.DEAD  # type: ignore[union-attr]
+        assert engine.stats()["dead"] == 1
         healthy = True
         again = await engine.redrive("k", at=clock.time() + 5)
+        assert (engine.stats()["dead"], engine.stats()["pending"]) == (0, 1)
         assert again.state is TimerState.PENDING and again.attempts == 0
         assert again.version > first.version
         await clock.advance(4)
