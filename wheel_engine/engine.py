@@ -286,6 +286,11 @@ class Engine:
         self._closing = True
         try:
             self._disarm()
+            # Committed attempts that no worker has started stay unacknowledged: they run
+            # again after the next start. Only handlers already running get the grace period.
+            self._running -= len(self._ready)
+            self._ready.clear()
+            self._check_idle()
             if self._running and grace > 0 and self._idle is not None:
                 await self._wait_idle(grace)
             for task in list(self._workers):

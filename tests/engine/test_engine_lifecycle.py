@@ -91,3 +91,28 @@ async def test_signal_handlers_close_the_engine() -> None:
     loop = asyncio.get_running_loop()
     loop.remove_signal_handler(signal.SIGTERM)
     loop.remove_signal_handler(signal.SIGINT)
+
+
+async def test_close_does_not_wait_for_firings_no_worker_started() -> None:
+    clock = VirtualClock()
+    engine = Engine(None, clock=clock, max_concurrency=1)
+    started: list[str] = []
+
+    @engine.handler("h")
+    async def handler(firing: Firing) -> None:
+        started.append(firing.key)
+        await clock.sleep(1)
+
+    await engine.start()
+    await engine.schedule_many([{"handler": "h", "delay": 0, "key": f"k{i}"} for i in range(5)])
+    await clock.advance(0.01)
+    assert started == ["k0"]  # one worker: the other four wait in the ready queue
+    t0 = clock.time()
+    closing = asyncio.ensure_future(engine.close(grace=30))
+    await clock.advance(1)  # k0 finishes after 1 s; the queued four must not be started
+    finished_early = closing.done()
+    await clock.advance(30)  # (lets a wrong close() run out its grace instead of hanging)
+    await closing
+    assert finished_early and started == ["k0"] and clock.time() - t0 >= 1
+    assert engine.get("k0").state is TimerState.SUCCEEDED  # type: ignore[union-attr]
+    assert engine.get("k4").state is TimerState.RUNNING  # type: ignore[union-attr]  # unacked
