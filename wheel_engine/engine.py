@@ -1,5 +1,8 @@
 """The engine: joins the timing wheel, the handler registry and the journal on an asyncio loop.
 
+This module is the public half: registration, lifecycle and recovery, schedule, cancel, reading,
+redrive and compaction. How due timers fire lives in :mod:`wheel_engine.dispatcher`.
+
 How a timer moves (see ``docs/design.md``)::
 
     schedule() --commit--> PENDING in the wheel --due--> RUNNING (attempt committed)
@@ -16,7 +19,6 @@ handed to at most ``max_concurrency`` workers. Plain (non-async) handlers run in
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import math
@@ -24,21 +26,19 @@ import operator
 import os
 import secrets
 import signal
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from journal import Ack, Attempt, Cancel, Dead, Record, Redrive, Retry, Schedule
-from journal.errors import JournalError
-from wheel_engine.clock import Cancellable, Clock, SystemClock
-from wheel_engine.errors import DuplicateKey, EngineError, PermanentError, UnknownHandler
+from journal import Cancel, Record, Redrive, Schedule
+from wheel_engine.clock import Clock, SystemClock
+from wheel_engine.dispatcher import CANCELED, DEAD, PENDING, RUNNING, Dispatcher, log_failure
+from wheel_engine.errors import DuplicateKey, EngineError, UnknownHandler
 from wheel_engine.gcpause import gc_paused
-from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
-from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
+from wheel_engine.handlers import HandlerFn, make_spec
+from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.retry import RetryPolicy
-from wheel_engine.stats import Counters
-from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_TIMEOUT, UNDECODED, Timer
+from wheel_engine.timer import INTERRUPT_CANCEL, UNDECODED, Timer
 from wheel_engine.validation import (
     ON_CONFLICT,
     check_key,
@@ -46,24 +46,13 @@ from wheel_engine.validation import (
     encode_payload,
 )
 from wheel_engine.wheel import TimingWheel
-from wheel_engine.wheel.entry import DETACHED
 
 if TYPE_CHECKING:
-    from journal import Journal, TimerRow
+    from journal import TimerRow
 
 logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=HandlerFn)
-
-PENDING = TimerState.PENDING
-RUNNING = TimerState.RUNNING
-SUCCEEDED = TimerState.SUCCEEDED
-CANCELED = TimerState.CANCELED
-DEAD = TimerState.DEAD
-
-INLINE_BATCH = 1024  # inline handlers run per loop callback before yielding to other work
-WORKER_YIELD_EVERY = 256  # a worker yields to the loop after this many back-to-back firings
-JOURNAL_RETRY_DELAY = 1.0  # seconds before re-dispatching a batch whose attempt commit failed
 
 # A validated schedule request: (handler, due, payload, payload bytes, key or None, on_conflict)
 _Request = tuple[str, float, Any, bytes | None, str | None, str]
@@ -75,7 +64,7 @@ _updated_at = operator.attrgetter("updated_at")
 _REQUEST_KEYS = frozenset({"handler", "at", "delay", "payload", "key", "on_conflict"})
 
 
-class Engine:
+class Engine(Dispatcher):
     """Durable timers on the running asyncio loop. See SPEC.md for the whole contract.
 
     Guarantees: a handler never runs before its timer's due time by the wall clock; every
@@ -105,43 +94,26 @@ class Engine:
             raise ValueError('durability must be "full" or "normal"')
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        super().__init__(
+            tick=float(tick),
+            max_concurrency=max_concurrency,
+            clock=clock if clock is not None else SystemClock(),
+            retention=retention,
+            clock_check=clock_check,
+        )
         self.path = None if path is None else os.fspath(path)
-        self.tick = float(tick)
         self.durability = durability
-        self.max_concurrency = max_concurrency
         self.default_retry = default_retry if default_retry is not None else RetryPolicy()
         self.default_timeout = default_timeout
         self.max_payload_bytes = max_payload_bytes
-        self.retention = retention
         self.compact_min_records = compact_min_records
-        self.clock_check = clock_check
-        self.clock: Clock = clock if clock is not None else SystemClock()
-        self.journal: Journal | None = None
-
-        self._handlers: dict[str, HandlerSpec] = {}
-        self._timers: dict[str, Timer] = {}  # key -> its latest version, live or finished
-        self._finished: dict[str, Timer] = {}  # finished timers in finishing order (retention)
-        self._dead: dict[str, Timer] = {}  # DEAD timers: kept until redriven or replaced
-        self._unhandled: dict[str, dict[str, Timer]] = {}  # handler name -> parked due timers
-        self._wheel: TimingWheel[Timer] = TimingWheel(0)
-        self._ready: deque[Timer] = deque()  # attempt committed, waiting for a worker
-        self._workers: set[asyncio.Task[None]] = set()
-        self._threads: set[asyncio.Future[Any]] = set()
         self._background: set[asyncio.Future[Any]] = set()
-        self._running = 0  # handlers running now
-        self._armed: Cancellable | None = None
-        self._armed_tick: int | None = None
         self._next_version = 1
-        self._key_prefix = secrets.token_hex(6)
+        self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
         self._key_counter = itertools.count(1)
-        self._stats = Counters()
-        self._started = False
-        self._closing = False
         self._closed = asyncio.Event()  # set once close() has finished
         self._compacting: asyncio.Task[Any] | None = None
         self._last_compaction: float | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._idle: asyncio.Event | None = None
 
     # ------------------------------------------------------------------ handlers
     def handler(
@@ -652,351 +624,7 @@ class Engine:
             return
         if journal.tail_records > max(self.compact_min_records, 2 * len(self._timers)):
             self._compacting = asyncio.ensure_future(self._run_compaction())
-            self._compacting.add_done_callback(_log_failure)
-
-    # ------------------------------------------------------------------ the wheel
-    def _tick_floor(self, when: float) -> int:
-        return math.floor(when / self.tick)
-
-    def _insert(self, timer: Timer) -> None:
-        """Into the wheel at its due tick, rounded up: a tick is never before the due time."""
-        timer.tick = math.ceil(timer.due / self.tick)
-        timer.seq = timer.version
-        self._wheel.insert_entry(timer)
-
-    def _place(self, timer: Timer) -> None:
-        """A pending timer goes into the wheel, or is parked if its handler is unknown."""
-        if timer.handler in self._handlers or not self._started:
-            self._insert(timer)
-        else:
-            self._park(timer)
-
-    def _park(self, timer: Timer) -> None:
-        self._unhandled.setdefault(timer.handler, {})[timer.key] = timer
-
-    def _unplace(self, timer: Timer) -> None:
-        """Take a pending timer out of the wheel or the parking lot."""
-        if timer.where != DETACHED:
-            self._wheel.remove(timer)
-        else:
-            parked = self._unhandled.get(timer.handler)
-            if parked is not None and parked.pop(timer.key, None) is not None and not parked:
-                del self._unhandled[timer.handler]
-
-    def _arm(self) -> None:
-        """Keep exactly one clock callback, for the earliest due tick (none when idle)."""
-        if self._closing or not self._started:
-            return
-        next_tick = self._wheel.next_tick()
-        if next_tick == self._armed_tick and self._armed is not None:
-            return
-        self._disarm()
-        if next_tick is None:
-            return
-        when = next_tick * self.tick
-        if self.clock_check is not None:
-            # A wall clock set forward is noticed within clock_check seconds.
-            when = min(when, self.clock.time() + self.clock_check)
-        self._armed_tick = next_tick
-        self._armed = self.clock.call_at(when, self._on_tick)
-
-    def _disarm(self) -> None:
-        if self._armed is not None:
-            self._armed.cancel()
-        self._armed = None
-        self._armed_tick = None
-
-    def _on_tick(self) -> None:
-        """The armed callback: take every timer due by the wall clock and dispatch it."""
-        self._armed = None
-        self._armed_tick = None
-        if self._closing:
-            return
-        now = self.clock.time()
-        batch = self._wheel.advance(self._tick_floor(now))
-        if batch:
-            self._dispatch(batch, now)
-        self._purge_finished(now)
-        self._arm()
-
-    def _dispatch(self, batch: list[Timer], now: float) -> None:
-        handlers = self._handlers
-        runnable = []
-        for timer in batch:
-            if timer.due > now:  # float rounding of the tick: never early, try next tick
-                self._insert(timer)
-                continue
-            spec = handlers.get(timer.handler)
-            if spec is None:
-                self._park(timer)
-                continue
-            if timer.attempts >= spec.retry.max_attempts:
-                # Recovered after its last allowed attempt was interrupted by a crash: that
-                # attempt failed, and it was the last one. (Normal retries never get here.)
-                self._give_up(timer, f"attempt {timer.attempts} was interrupted", now)
-                continue
-            timer.state = RUNNING
-            timer.attempts += 1
-            if timer.first_attempt_at is None:
-                timer.first_attempt_at = now
-            timer.updated_at = now
-            runnable.append(timer)
-        if not runnable:
-            return
-        self._running += len(runnable)
-        assert self._idle is not None
-        self._idle.clear()
-        if self.journal is None:
-            self._run_batch(runnable)
-            return
-        # Attempts are committed before their handlers run, so a handler that kills the
-        # process counts as an attempt and cannot crash-loop forever.
-        records: list[Record] = [
-            Attempt(timer.key, timer.version, timer.attempts, now) for timer in runnable
-        ]
-        committed = self.journal.submit(records)
-        committed.add_done_callback(lambda future: self._attempts_committed(future, runnable))
-
-    def _attempts_committed(self, future: asyncio.Future[None], batch: list[Timer]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            error = future.exception() if not future.cancelled() else "cancelled"
-            logger.warning("could not commit %d attempts (%s); retrying them", len(batch), error)
-            retry_at = self.clock.time() + JOURNAL_RETRY_DELAY
-            for timer in batch:
-                self._running -= 1
-                if timer.state is RUNNING and self._timers.get(timer.key) is timer:
-                    timer.state = PENDING
-                    timer.attempts -= 1
-                    timer.due = max(timer.due, retry_at)
-                    self._insert(timer)
-            self._check_idle()
-            self._arm()
-            return
-        if self._closing:
-            self._running -= len(batch)  # not run: they fire again after the next start
-            self._check_idle()
-            return
-        self._run_batch(batch)
-
-    def _run_batch(self, batch: list[Timer]) -> None:
-        """Run plain handlers inline (up to INLINE_BATCH) and queue the rest for the workers,
-        keeping the batch's order: once one timer is queued, every later one is too."""
-        handlers = self._handlers
-        ready = self._ready
-        now = self.clock.time()
-        succeeded: list[Timer] = []
-        inline = 0
-        for timer in batch:
-            if timer.interrupt == INTERRUPT_CANCEL:  # cancelled before its handler started
-                self._running -= 1
-                self._complete(timer, asyncio.CancelledError(), cancelled=True)
-                continue
-            spec = handlers[timer.handler]
-            if spec.inline and inline < INLINE_BATCH and not ready:
-                inline += 1
-                self._running -= 1
-                try:
-                    spec.fn(self._firing(timer, now))
-                except Exception as exc:
-                    self._complete(timer, exc)
-                    continue
-                succeeded.append(timer)
-            else:
-                ready.append(timer)
-        if succeeded:
-            self._succeed(succeeded, now)
-        if ready:
-            self._start_workers()
-        self._check_idle()
-
-    def _firing(self, timer: Timer, now: float) -> Firing:
-        lag = now - timer.due
-        stats = self._stats
-        stats.fired += 1
-        stats.lags.append(lag)
-        if lag > stats.lag_max:
-            stats.lag_max = lag
-        payload = timer.payload
-        if payload is UNDECODED:
-            payload = timer.decode_payload()
-        return _new_tuple(  # NamedTuple's own __new__ is a Python function: skip it
-            Firing,
-            (timer.key, timer.version, timer.handler, payload, timer.due, timer.attempts, now),
-        )
-
-    def _succeed(self, timers: list[Timer], now: float) -> None:
-        """Handlers returned normally: SUCCEEDED, with one batch of acks for the journal."""
-        self._stats.succeeded += len(timers)
-        current = self._timers
-        finished = self._finished
-        for timer in timers:
-            timer.interrupt = None
-            if current.get(timer.key) is timer:  # not replaced while it ran
-                timer.state = SUCCEEDED
-                timer.updated_at = now
-                finished[timer.key] = timer
-        if self.journal is not None:
-            self._journal_write([Ack(timer.key, timer.version, now) for timer in timers])
-
-    # ------------------------------------------------------------------ workers
-    def _start_workers(self) -> None:
-        wanted = min(self.max_concurrency - len(self._workers), len(self._ready))
-        for _ in range(wanted):
-            task = asyncio.ensure_future(self._worker())
-            self._workers.add(task)
-            task.add_done_callback(self._workers.discard)
-
-    async def _worker(self) -> None:
-        """Drain the ready queue. One task serves many firings; it ends when the queue is empty."""
-        task = asyncio.current_task()
-        assert task is not None
-        ready = self._ready
-        handlers = self._handlers
-        served = 0
-        while ready and not self._closing:
-            timer = ready.popleft()
-            if timer.interrupt == INTERRUPT_CANCEL:  # cancelled before its handler started
-                self._running -= 1
-                self._complete(timer, asyncio.CancelledError(), cancelled=True)
-                continue
-            spec = handlers[timer.handler]
-            error: BaseException | None = None
-            timeout = None
-            timer.task = task
-            if spec.timeout is not None:
-                timeout = self.clock.call_at(
-                    self.clock.time() + spec.timeout,
-                    functools.partial(self._interrupt, timer, INTERRUPT_TIMEOUT),
-                )
-            try:
-                firing = self._firing(timer, self.clock.time())
-                if spec.is_async:
-                    await spec.fn(firing)
-                elif spec.thread:
-                    await self._in_thread(spec, firing)
-                else:
-                    spec.fn(firing)
-            except asyncio.CancelledError as exc:
-                if timer.interrupt is None:  # the engine is closing: not acknowledged
-                    timer.task = None
-                    self._running -= 1
-                    self._check_idle()
-                    raise
-                error = exc
-            except Exception as exc:
-                error = exc
-            finally:
-                if timeout is not None:
-                    timeout.cancel()
-            timer.task = None
-            if timer.interrupt is not None and task.cancelling():
-                task.uncancel()
-            self._running -= 1
-            self._complete(timer, error, cancelled=timer.interrupt == INTERRUPT_CANCEL)
-            served += 1
-            if served % WORKER_YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-        self._check_idle()
-
-    async def _in_thread(self, spec: HandlerSpec, firing: Firing) -> None:
-        assert self._loop is not None
-        future = self._loop.run_in_executor(None, spec.fn, firing)
-        self._threads.add(future)
-        future.add_done_callback(self._threads.discard)
-        await future
-
-    def _interrupt(self, timer: Timer, reason: str) -> None:
-        if timer.state is RUNNING and timer.task is not None and timer.interrupt is None:
-            timer.interrupt = reason
-            timer.task.cancel()
-
-    def _check_idle(self) -> None:
-        if self._running == 0 and self._idle is not None:
-            self._idle.set()
-
-    # ------------------------------------------------------------------ outcomes
-    def _complete(self, timer: Timer, error: BaseException | None, cancelled: bool = False) -> None:
-        """Record how an attempt ended: success, cancel, retry or dead.
-
-        ``error`` is None only when the handler returned normally: that is a success even if a
-        cancel was requested meanwhile (the work was done).
-        """
-        interrupt = timer.interrupt
-        timer.interrupt = None
-        current = self._timers.get(timer.key) is timer
-        now = self.clock.time()
-        if error is None:
-            self._succeed([timer], now)
-            return
-        if cancelled:
-            self._stats.canceled += 1
-            self._journal_write([Cancel(timer.key, timer.version, now)])
-            if current:
-                self._finish(timer, CANCELED, now)
-            return
-        if interrupt == INTERRUPT_TIMEOUT:
-            message = f"timed out after {self._handlers[timer.handler].timeout} s"
-        else:
-            message = f"{type(error).__name__}: {error}"
-        timer.last_error = message
-        spec = self._handlers.get(timer.handler)
-        delay = None
-        if spec is not None and not isinstance(error, PermanentError):
-            first = timer.first_attempt_at if timer.first_attempt_at is not None else now
-            delay = spec.retry.next_delay(timer.attempts, first_attempt_at=first, now=now)
-        if delay is None:
-            self._give_up(timer, message, now, current)
-            return
-        self._stats.retried += 1
-        due = now + delay
-        self._journal_write([Retry(timer.key, timer.version, timer.attempts, message, due, now)])
-        if current:
-            timer.state = PENDING
-            timer.due = due
-            timer.updated_at = now
-            self._place(timer)
-            self._arm()
-
-    def _give_up(self, timer: Timer, message: str, now: float, current: bool = True) -> None:
-        timer.last_error = message
-        self._stats.dead += 1
-        self._journal_write([Dead(timer.key, timer.version, timer.attempts, message, now)])
-        if current:
-            self._finish(timer, DEAD, now)
-            self._dead[timer.key] = timer
-        logger.warning(
-            "timer %s (version %d) is DEAD after %d attempt(s): %s",
-            timer.key,
-            timer.version,
-            timer.attempts,
-            message,
-        )
-
-    def _finish(self, timer: Timer, state: TimerState, now: float | None = None) -> None:
-        timer.state = state
-        timer.updated_at = self.clock.time() if now is None else now
-        self._finished[timer.key] = timer
-
-    def _journal_write(self, records: list[Record]) -> None:
-        """Outcome records are batched, not awaited: a lost ack only means firing again."""
-        if self.journal is None:
-            return
-        future = self.journal.submit(records)
-        future.add_done_callback(_log_failure)
-        self._maybe_compact()
-
-    def _purge_finished(self, now: float) -> None:
-        """Forget finished timers older than ``retention`` (dead ones stay until redriven)."""
-        finished = self._finished
-        horizon = now - self.retention
-        while finished:
-            key = next(iter(finished))
-            timer = finished[key]
-            if timer.updated_at > horizon:
-                return
-            del finished[key]
-            if timer.state is not DEAD and self._timers.get(key) is timer:
-                del self._timers[key]
+            self._compacting.add_done_callback(log_failure)
 
     # ------------------------------------------------------------------ test support
     def busy(self) -> bool:
@@ -1014,14 +642,3 @@ class Engine:
         future = asyncio.ensure_future(coro)
         self._background.add(future)
         future.add_done_callback(self._background.discard)
-
-
-def _log_failure(future: asyncio.Future[Any]) -> None:
-    if future.cancelled():
-        return
-    error = future.exception()
-    if error is not None:
-        if isinstance(error, JournalError):
-            logger.warning("journal write failed: %s", error)
-        else:
-            logger.error("background work failed", exc_info=error)
