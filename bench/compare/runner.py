@@ -463,15 +463,18 @@ def machine_info() -> dict[str, Any]:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             versions[dist] = "not installed"
-    commit = ""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        ).stdout.strip()
+    commit = os.environ.get("WHEEL_ENGINE_BENCH_COMMIT", "")
+    if not commit:
+        # "<hash>-dirty" when tracked files differ from the commit (someone is editing)
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            commit = subprocess.run(
+                ["git", "describe", "--always", "--dirty", "--abbrev=7"],
+                cwd=Path(__file__).resolve().parents[2],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=False,
+            ).stdout.strip()
     return {
         "nproc": os.cpu_count(),
         "cpu": cpu,
