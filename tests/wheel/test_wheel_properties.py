@@ -15,6 +15,7 @@ from sortedcontainers import SortedList  # type: ignore[import-untyped]
 from wheel_engine.wheel import TimingWheel, WheelEntry
 
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z in milliseconds
+BUDGETS = [1, 1, 1, 2, 3, 512]
 STARTS = [0, 1, 63, 64, 4095, EPOCH_MS, EPOCH_MS + 4095, (1 << 36) - 1, (1 << 42) - 2]
 
 # Offsets from ``now`` around slot and level boundaries (64, 4096, 64**3 ... and their multiples).
@@ -58,9 +59,15 @@ class WheelMachine(RuleBasedStateMachine):
         self.fired: set[int] = set()
         self.now = 0
 
-    @initialize(start=st.sampled_from(STARTS), levels=st.sampled_from([1, 2, 3, 6]))
-    def setup(self, start: int, levels: int) -> None:
-        self.wheel = TimingWheel(now_tick=start, levels=levels)
+    @initialize(
+        start=st.sampled_from(STARTS),
+        levels=st.sampled_from([1, 2, 3, 6]),
+        budget=st.sampled_from(BUDGETS),
+    )
+    def setup(self, start: int, levels: int, budget: int) -> None:
+        # Tiny staging budgets leave staging unfinished at most steps, so inserts and removes
+        # hit slots being staged and crossings arrive with staging incomplete.
+        self.wheel = TimingWheel(now_tick=start, levels=levels, budget=budget)
         self.now = start
 
     @rule(spec=TICK_SPEC, seq=st.integers(0, 3))
@@ -73,6 +80,30 @@ class WheelMachine(RuleBasedStateMachine):
         key = (tick, seq, ident)
         self.live[ident] = key
         self.model.add(key)
+
+    @rule(spec=TICK_SPEC, count=st.integers(2, 20), stride=st.sampled_from([0, 1, 5, 64, 4097]))
+    def insert_burst(self, spec: tuple[str, int, int, int], count: int, stride: int) -> None:
+        """Several entries in one or a few slots: a staged slot with more than a budget's worth."""
+        tick = pick_tick(self.now, spec)
+        for i in range(count):
+            self.insert_at(tick + i * stride, i % 3)
+
+    def insert_at(self, tick: int, seq: int) -> None:
+        ident = len(self.entries)
+        entry = self.wheel.insert(tick, seq, ident)
+        self.entries.append(entry)
+        key = (tick, seq, ident)
+        self.live[ident] = key
+        self.model.add(key)
+
+    @rule(budget=st.integers(1, 6))
+    def work(self, budget: int) -> None:
+        """Staging work between advances: it never hands anything out or moves ``now``."""
+        before = self.wheel.moves
+        more = self.wheel.work(budget)
+        assert isinstance(more, bool)
+        assert self.wheel.moves - before <= budget
+        assert self.wheel.now == self.now
 
     @rule(data=st.data())
     def remove(self, data: st.DataObject) -> None:
@@ -95,6 +126,13 @@ class WheelMachine(RuleBasedStateMachine):
     def advance_to_next(self, extra: int) -> None:
         """Advance to just before, exactly to, or just past the earliest live tick."""
         self._advance((self.model[0][0] if self.model else self.now) + extra)
+
+    @rule(budget=st.integers(1, 3), extra=st.integers(-1, 0))
+    def work_then_advance_to_next(self, budget: int, extra: int) -> None:
+        """A little staging, then a crossing into the slot of the earliest entry: the crossing
+        finds that slot's staging begun but unfinished."""
+        self.wheel.work(budget)
+        self.advance_to_next(extra)
 
     def _advance(self, to_tick: int) -> None:
         horizon = max(self.now, to_tick)
@@ -131,18 +169,22 @@ TestWheelMachine = WheelMachine.TestCase
 @given(
     start=st.sampled_from(STARTS),
     levels=st.sampled_from([1, 2, 6]),
+    budget=st.sampled_from(BUDGETS),
     timers=st.lists(st.tuples(TICK_SPEC, st.integers(0, 1 << 20)), max_size=60),
     steps=st.lists(TICK_SPEC, min_size=1, max_size=12),
 )
 def test_bulk_fires_everything_once_in_order(
     start: int,
     levels: int,
+    budget: int,
     timers: list[tuple[tuple[str, int, int, int], int]],
     steps: list[tuple[str, int, int, int]],
 ) -> None:
     """Insert a batch, advance in arbitrary steps, then far past everything: all come out once,
     in (tick, seq) order overall, and none before its tick."""
-    wheel: TimingWheel[tuple[int, int, int]] = TimingWheel(now_tick=start, levels=levels)
+    wheel: TimingWheel[tuple[int, int, int]] = TimingWheel(
+        now_tick=start, levels=levels, budget=budget
+    )
     keys = []
     for ident, (spec, seq) in enumerate(timers):
         key = (pick_tick(start, spec), seq, ident)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from wheel_engine.wheel import TimingWheel, WheelEntry
@@ -141,3 +143,100 @@ def test_next_tick_cache_follows_insert_and_remove() -> None:
     assert wheel.next_tick() == 500
     wheel.remove(a)
     assert wheel.next_tick() is None
+
+
+def _staged(wheel: TimingWheel[int], entry: WheelEntry[int]) -> bool:
+    """Whether ``entry`` sits in a staging level (white-box, for these tests only)."""
+    return entry.where >= 0 and wheel._all[entry.where].owner > 0
+
+
+def test_partly_staged_slot_insert_remove_and_next_tick() -> None:
+    wheel: TimingWheel[int] = TimingWheel(now_tick=0, budget=3)
+    # Ten entries in level-2 slot 1 (ticks 4096 .. 8191), none earlier.
+    entries = [wheel.insert(4096 + 500 * i + 70, i, i) for i in range(8)]
+    entries += [wheel.insert(4096 + 5, 9, 9), wheel.insert(4096 + 5, 8, 8)]
+    assert wheel.advance(1) == []  # ends with 3 moves of staging
+    assert wheel.moves == 3
+    staged = [e for e in entries if _staged(wheel, e)]
+    live = [e for e in entries if not _staged(wheel, e)]
+    assert len(staged) == 3 and len(live) == 7
+    wheel.check_invariants()
+    # Inserted into the slot being staged: straight to the staging levels, no move counted.
+    late = wheel.insert(4096 + 5, 7, 7)
+    assert _staged(wheel, late) and wheel.moves == 3
+    assert wheel.next_tick() == 4096 + 5
+    assert wheel.remove(late) and wheel.remove(staged[0]) and wheel.remove(live[0])
+    assert not wheel.remove(staged[0])
+    wheel.check_invariants()
+    expected = sorted((e.tick, e.seq, e.item) for e in entries if e.active)
+    assert wheel.next_tick() == expected[0][0]
+    # The crossing finds the staging unfinished: it finishes it, then swaps levels.
+    assert wheel.advance(4095) == []
+    wheel.check_invariants()
+    assert wheel.work() is False
+    fired: list[int] = []
+    while (tick := wheel.next_tick()) is not None:
+        assert wheel.advance(tick - 1) == []
+        fired.extend(wheel.advance(tick))
+        wheel.check_invariants()
+    assert fired == [key[2] for key in expected]
+
+
+@pytest.mark.parametrize("start", [0, EPOCH_MS])
+def test_advance_tick_by_tick_moves_at_most_the_budget(start: int) -> None:
+    """100k timers over 5,000 ticks: no advance moves more than its budget of entries (the
+    items it hands out are not moves), where a whole-slot cascade would move ~80,000."""
+    budget = 512
+    rng = random.Random(7)
+    wheel: TimingWheel[int] = TimingWheel(now_tick=start, budget=budget)
+    for seq in range(100_000):
+        wheel.insert(start + rng.randrange(1, 5001), seq, seq)
+    fired = 0
+    worst = 0
+    for tick in range(start + 1, start + 5001):
+        before = wheel.moves
+        fired += len(wheel.advance(tick))
+        worst = max(worst, wheel.moves - before)
+    assert fired == 100_000 and len(wheel) == 0
+    assert 0 < worst <= budget
+    # Amortized: each entry moved at most levels - 1 times (here at most twice: from level 2).
+    assert wheel.moves <= 2 * 100_000
+
+
+def test_quiet_wheel_stages_through_work_not_at_the_crossing() -> None:
+    def fill(wheel: TimingWheel[int]) -> None:
+        for i in range(5000):
+            wheel.insert(4096 + i % 4096, i, i)  # all in level-2 slot 1
+
+    # Woken only at the crossing, the wheel stages the whole slot in that one call...
+    quiet: TimingWheel[int] = TimingWheel(now_tick=0, budget=100)
+    fill(quiet)
+    assert quiet.advance(4096) == [0, 4096]
+    assert quiet.moves >= 5000
+    # ... but work() in idle time spreads it: then the crossing moves no more than a budget.
+    wheel: TimingWheel[int] = TimingWheel(now_tick=0, budget=100)
+    fill(wheel)
+    calls = 0
+    while True:
+        before = wheel.moves
+        more = wheel.work(100)
+        assert wheel.moves - before <= 100
+        calls += 1
+        if not more:
+            break
+    assert calls >= 50 and wheel.moves == 5000
+    wheel.check_invariants()
+    before = wheel.moves
+    assert wheel.advance(4096) == [0, 4096]
+    assert wheel.moves - before <= 100
+    fired = [0, 4096]
+    for tick in range(4097, 8192):
+        before = wheel.moves
+        fired.extend(wheel.advance(tick))
+        assert wheel.moves - before <= 100
+    assert sorted(fired) == list(range(5000))
+
+
+def test_budget_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        TimingWheel(budget=0)

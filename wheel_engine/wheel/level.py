@@ -23,12 +23,20 @@ class Level(Generic[T]):
     found with bit arithmetic instead of a scan. A dict gives O(1) insert and O(1) removal by
     entry (entries hash by identity); measured in CPython 3.11 it is as fast as an intrusive
     doubly linked list and simpler to drain.
+
+    ``ident`` is this object's index in the wheel's table of levels: an entry's ``where`` holds
+    it, so :meth:`TimingWheel.remove` finds the slot in O(1) whatever role the object has.
+    ``owner`` is 0 for a live level of the wheel, or ``L`` while this object is a *staging*
+    level of the level-``L`` slot being staged (see ``TimingWheel``); a staging level and the
+    live level it will replace have the same ``shift``, so the two objects can swap roles.
     """
 
-    __slots__ = ("occupied", "shift", "slots")
+    __slots__ = ("ident", "occupied", "owner", "shift", "slots")
 
-    def __init__(self, number: int) -> None:
+    def __init__(self, number: int, ident: int | None = None, owner: int = 0) -> None:
         self.shift = number * SLOT_BITS
+        self.ident = number if ident is None else ident
+        self.owner = owner
         self.slots: list[dict[WheelEntry[T], None]] = [{} for _ in range(SLOTS)]
         self.occupied = 0
 
