@@ -15,11 +15,18 @@ from crash_support import crash, freeze_writer
 from wheel_engine import CancelResult, Engine, Firing, TimerState
 from wheel_engine.testing import VirtualClock
 
+TIMEOUT = 30.0  # real seconds; everything here is instant on the virtual clock: fail, not hang
+
 
 async def test_cancel_while_the_attempt_commits_ends_canceled_not_succeeded(tmp_path: Path) -> None:
     """Seen in test_crash_sigkill.py runs, fixed in b25d3ed: the engine completed such a timer
     with ``_complete(timer, None, cancelled=True)``, which took the success branch, so it ended
     SUCCEEDED (an Ack record) without its handler ever running."""
+    async with asyncio.timeout(TIMEOUT):
+        await _cancel_while_the_attempt_commits(tmp_path)
+
+
+async def _cancel_while_the_attempt_commits(tmp_path: Path) -> None:
     clock = VirtualClock()
     fired: list[Firing] = []
     engine = Engine(tmp_path / "t.db", clock=clock, durability="normal")
@@ -55,6 +62,11 @@ async def test_cancel_while_the_attempt_commits_ends_canceled_not_succeeded(tmp_
     "KEEP_RETURNS_UNCOMMITTED)",
 )
 async def test_keep_returns_only_a_committed_timer(tmp_path: Path) -> None:
+    async with asyncio.timeout(TIMEOUT):
+        await _keep_returns_only_a_committed_timer(tmp_path)
+
+
+async def _keep_returns_only_a_committed_timer(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     clock = VirtualClock()
     engine = Engine(db, clock=clock, durability="normal")
