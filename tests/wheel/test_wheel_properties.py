@@ -96,6 +96,16 @@ class WheelMachine(RuleBasedStateMachine):
         self.live[ident] = key
         self.model.add(key)
 
+    @rule(count=st.integers(1, 12))
+    def remove_recent(self, count: int) -> None:
+        """Remove the latest entries (often a burst): can empty the live part of a slot whose
+        staging has begun, or everything staged in it."""
+        for ident in range(max(0, len(self.entries) - count), len(self.entries)):
+            key = self.live.pop(ident, None)
+            assert self.wheel.remove(self.entries[ident]) == (key is not None)
+            if key is not None:
+                self.model.remove(key)
+
     @rule(budget=st.integers(1, 6))
     def work(self, budget: int) -> None:
         """Staging work between advances: it never hands anything out or moves ``now``."""

@@ -168,7 +168,16 @@ def test_partly_staged_slot_insert_remove_and_next_tick() -> None:
     assert wheel.remove(late) and wheel.remove(staged[0]) and wheel.remove(live[0])
     assert not wheel.remove(staged[0])
     wheel.check_invariants()
-    expected = sorted((e.tick, e.seq, e.item) for e in entries if e.active)
+    # The slot's live part emptied by removes: it still counts as occupied (staged entries).
+    for entry in live[1:]:
+        assert wheel.remove(entry)
+    wheel.check_invariants()
+    assert wheel.advance(2) == [] and wheel.moves == 3
+    assert wheel.next_tick() == min(e.tick for e in entries if e.active)
+    sixth = wheel.insert(4096 + 5, 6, 6)
+    assert wheel.remove(staged[1]) and wheel.remove(staged[2])
+    wheel.check_invariants()
+    expected = sorted((e.tick, e.seq, e.item) for e in [*entries, sixth] if e.active)
     assert wheel.next_tick() == expected[0][0]
     # The crossing finds the staging unfinished: it finishes it, then swaps levels.
     assert wheel.advance(4095) == []

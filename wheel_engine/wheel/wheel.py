@@ -46,11 +46,12 @@ class TimingWheel(Generic[T]):
     * a staged entry of level ``L`` belongs to the staged slot ``key`` of level ``L``
       (``tick >> 6L == key``, a slot after ``elapsed``'s own in the same level-``L+1`` block)
       and sits where it would sit if ``elapsed`` were the slot's start ``key << 6L``;
-    * bit ``s`` of every level's occupancy bitmap is set iff slot ``s`` is non-empty.
+    * bit ``s`` of a level's occupancy bitmap is set iff slot ``s`` is non-empty or, for a live
+      level, is the staged slot and has staged entries.
 
-    So the earliest entry is in the first occupied slot (live, or staged with entries) of the
-    lowest occupied level. :meth:`advance` never moves ``elapsed`` past the start of an
-    occupied slot without first cascading it (swapping in its staging levels).
+    So the earliest entry is in the first occupied slot of the lowest occupied live level.
+    :meth:`advance` never moves ``elapsed`` past the start of an occupied slot without first
+    cascading it (swapping in its staging levels).
 
     Work contract. :meth:`insert`, :meth:`insert_entry` and :meth:`remove` are O(1). One
     :meth:`advance` does O(items handed out + occupied slots passed + ``budget``) work, where
@@ -59,9 +60,11 @@ class TimingWheel(Generic[T]):
     slot). Staging needs calls: an engine that advances once per due tick gives plenty when
     timers are dense, but a quiet wheel woken only when a big slot is reached would stage it all
     in that one call. An engine with idle time should call :meth:`work` (more staging, up to a
-    budget; True while more is pending) until it returns False. A slot that received entries
+    budget; True while more may be pending) until it returns False. A slot that received entries
     only after a later slot of its level began staging is cascaded without staging, at a cost
-    of those entries. Every entry is still moved at most ``levels - 1`` times over its life.
+    of those entries. The overflow heap (``64**levels`` ticks ahead and more: 795 days with 6
+    levels of ms) is not staged: its next top-level block comes in at once when the wheel is
+    otherwise empty. Every entry is still moved at most ``levels - 1`` times over its life.
     ``moves`` counts entry moves (staging and cascades), for tests and benchmarks.
     """
 
@@ -193,6 +196,7 @@ class TimingWheel(Generic[T]):
         lower.slots[index][entry] = None
         lower.occupied |= 1 << index
         self._stage_count[owner] += 1
+        self._levels[owner].occupied |= 1 << (self._stage_key[owner] & SLOT_MASK)
 
     def remove(self, entry: WheelEntry[T]) -> bool:
         """Take ``entry`` out. O(1). False if it was already removed or handed out.
@@ -202,13 +206,29 @@ class TimingWheel(Generic[T]):
         where = entry.where
         if where >= 0:
             level = self._all[where]
-            level.discard(entry)
+            slot = entry.slot
+            bucket = level.slots[slot]
+            del bucket[entry]
+            entry.where = DETACHED
             owner = level.owner
             if owner:
+                if not bucket:
+                    level.occupied &= ~(1 << slot)
                 left = self._stage_count[owner] - 1
                 self._stage_count[owner] = left
                 if not left:
-                    self._dirty |= 1 << owner  # nothing staged: free to pick another slot
+                    # Nothing staged any more: the live slot's bit now only says whether its
+                    # bucket has entries, and staging is free to pick another slot.
+                    live = self._levels[owner]
+                    staged_slot = self._stage_key[owner] & SLOT_MASK
+                    if not live.slots[staged_slot]:
+                        live.occupied &= ~(1 << staged_slot)
+                    self._dirty |= 1 << owner
+            elif not bucket:
+                number = level.shift // SLOT_BITS
+                # A staged slot's bit stays set while it has staged entries.
+                if not (self._stage_count[number] and self._stage_key[number] & SLOT_MASK == slot):
+                    level.occupied &= ~(1 << slot)
         elif where == DUE:
             del self._due[entry]
             entry.where = DETACHED
@@ -320,9 +340,7 @@ class TimingWheel(Generic[T]):
             entry.slot = index
             lower.slots[index][entry] = None
             lower.occupied |= 1 << index
-        if not bucket:
-            level.occupied &= ~(1 << slot)
-        moved = len(entries)
+        moved = len(entries)  # >= 1: the live slot's bit stays set (it has staged entries)
         self._stage_count[owner] += moved
         self.moves += moved
         return moved
@@ -330,8 +348,8 @@ class TimingWheel(Generic[T]):
     def _run(self, target: int, out: list[T]) -> None:
         """Empty every slot that starts before ``target`` into ``out``, cascading on the way.
 
-        Each pass looks at the earliest occupied slot (lowest occupied level, lowest set bit,
-        counting a staged slot with staged entries as occupied): a level-0 slot is one tick and
+        Each pass looks at the earliest occupied slot (lowest occupied level, lowest set bit; a
+        staged slot with staged entries has its bit set): a level-0 slot is one tick and
         comes out sorted by seq; a higher slot whose whole range is before ``target`` comes out
         sorted by (tick, seq) directly (nothing earlier is left anywhere); otherwise, if it
         starts at or before ``target``, it is cascaded: its staging levels become the live
@@ -341,14 +359,9 @@ class TimingWheel(Generic[T]):
         keys = self._stage_key
         counts = self._stage_count
         while True:
-            number = 0
             for level in levels:
-                occupied = level.occupied
-                if counts[number]:
-                    occupied |= 1 << (keys[number] & SLOT_MASK)
-                if occupied:
+                if level.occupied:
                     break
-                number += 1
             else:
                 # The wheel is empty: bring in the overflow's earliest top-level block.
                 overflow = self._overflow
@@ -372,6 +385,7 @@ class TimingWheel(Generic[T]):
                         self._place(entry)
                     self.moves += len(entries)
                 continue
+            occupied = level.occupied
             slot = (occupied & -occupied).bit_length() - 1
             shift = level.shift
             if shift == 0:
@@ -407,8 +421,8 @@ class TimingWheel(Generic[T]):
             if start > target:
                 return
             end = start + (1 << shift)
-            key = start >> shift
-            if counts[number] and keys[number] == key:
+            number = shift // SLOT_BITS
+            if counts[number] and keys[number] == start >> shift:
                 self._cross_staged(number, level, slot, start, end, target, out)
                 continue
             entries = level.take(slot)
@@ -477,6 +491,7 @@ class TimingWheel(Generic[T]):
             self._stage_move(number, level, slot, bucket, len(bucket))
             self._stage_count[number] = 0
             self._stage_key[number] = -1
+        level.occupied &= ~(1 << slot)
         levels = self._levels
         for lower_number, staged in enumerate(shadow):
             live = levels[lower_number]
@@ -495,17 +510,14 @@ class TimingWheel(Generic[T]):
         if self._due:
             result = min(entry.tick for entry in self._due)
         else:
-            counts = self._stage_count
-            for number, level in enumerate(self._levels):
+            for level in self._levels:
                 occupied = level.occupied
-                if counts[number]:
-                    occupied |= 1 << (self._stage_key[number] & SLOT_MASK)
                 if occupied:
                     slot = (occupied & -occupied).bit_length() - 1
                     if level.shift == 0:
                         result = (self._elapsed & ~SLOT_MASK) | slot
                     else:
-                        result = self._slot_min(number, level, slot)
+                        result = self._slot_min(level.shift // SLOT_BITS, level, slot)
                     break
             else:
                 result = self._overflow.min_tick()
@@ -541,8 +553,10 @@ class TimingWheel(Generic[T]):
         for number, level in enumerate(self._levels):
             assert level.owner == 0 and level.shift == number * SLOT_BITS, number
             up = level.shift + SLOT_BITS
+            staged_slot = self._stage_key[number] & SLOT_MASK if self._stage_count[number] else -1
             for slot, bucket in enumerate(level.slots):
-                assert bool(bucket) == bool(level.occupied >> slot & 1), (number, slot)
+                occupied = bool(bucket) or slot == staged_slot
+                assert occupied == bool(level.occupied >> slot & 1), (number, slot)
                 for entry in bucket:
                     count += 1
                     assert entry.where == level.ident and entry.slot == slot, entry
