@@ -7,6 +7,10 @@ ticks starting at a real epoch (so the ticks are ~1.7e12, as in the engine); div
 ``N`` for the cost per timer (``extra_info["per_timer_us"]`` has it). The asyncio baselines use
 ``loop.call_at`` (a ``TimerHandle`` in a binary heap), ``handle.cancel()`` (a tombstone) and one
 loop iteration that runs every past-due handle.
+
+``test_wheel_advance_stalls`` (or ``python bench/test_bench_wheel.py [runs]``) measures the
+longest single ``advance()``: 100,000 timers over 5,000 ticks, advanced tick by tick (the
+cascade stalls that staging bounds; see docs/design-wheel.md).
 """
 
 from __future__ import annotations
@@ -200,3 +204,79 @@ def test_asyncio_dispatch_past_due(benchmark: Any, loops: _Loops) -> None:
 
     _per_timer(benchmark)
     benchmark.pedantic(run, setup=setup, rounds=ROUNDS)
+
+
+# --- cascade stalls ---------------------------------------------------------------------------
+
+STALL_N = 100_000
+STALL_WINDOW = 5_000
+
+
+def measure_stalls(start: int, n: int = STALL_N, window: int = STALL_WINDOW) -> dict[str, float]:
+    """Wall time of each ``advance()`` call, advancing tick by tick through ``n`` timers spread
+    uniformly over ``window`` ticks after ``start``; and the average cost per timer of the
+    inserts plus all the advances. Returns microseconds (the per-call figures also as thread CPU
+    time, which leaves out preemption by other processes)."""
+    import gc
+    import time
+
+    rng = random.Random(99)
+    ticks = [start + rng.randrange(1, window + 1) for _ in range(n)]
+    gc.collect()
+    gc.disable()
+    try:
+        clock = time.perf_counter
+        began = clock()
+        wheel: TimingWheel[int] = TimingWheel(now_tick=start)
+        insert = wheel.insert
+        for seq, tick in enumerate(ticks):
+            insert(tick, seq, seq)
+        inserted = clock()
+        times = []
+        cpu_times = []
+        fired = 0
+        advance = wheel.advance
+        cpu = time.thread_time
+        for tick in range(start + 1, start + window + 1):
+            c0 = cpu()
+            t0 = clock()
+            fired += len(advance(tick))
+            t1 = clock()
+            cpu_times.append(cpu() - c0)
+            times.append(t1 - t0)
+        ended = clock()
+    finally:
+        gc.enable()
+    assert fired == n and len(wheel) == 0
+    times.sort()
+    cpu_times.sort()
+    return {
+        # wall time includes preemption on a loaded machine; thread CPU time does not
+        "advance_max_us": times[-1] * 1e6,
+        "advance_p99_us": times[int(len(times) * 0.99)] * 1e6,
+        "advance_p50_us": times[len(times) // 2] * 1e6,
+        "advance_cpu_max_us": cpu_times[-1] * 1e6,
+        "advance_cpu_p99_us": cpu_times[int(len(cpu_times) * 0.99)] * 1e6,
+        "insert_per_timer_us": (inserted - began) / n * 1e6,
+        "total_per_timer_us": (ended - began) / n * 1e6,
+    }
+
+
+@pytest.mark.benchmark(group="stalls")
+@pytest.mark.parametrize("start", [0, EPOCH_MS])
+def test_wheel_advance_stalls(benchmark: Any, start: int) -> None:
+    """The longest single ``advance()`` advancing tick by tick through 100k timers over 5 s."""
+    result = benchmark.pedantic(measure_stalls, args=(start,), rounds=3, iterations=1)
+    benchmark.extra_info.update(result)
+
+
+if __name__ == "__main__":
+    import sys
+
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    for begin in (0, EPOCH_MS):
+        runs = [measure_stalls(begin) for _ in range(rounds)]
+        print(f"start={begin} (median of {rounds} runs, microseconds)")
+        for name in runs[0]:
+            values = sorted(run[name] for run in runs)
+            print(f"  {name:22s} {values[len(values) // 2]:10.1f}  (best {values[0]:.1f})")

@@ -18,9 +18,10 @@ class WheelEntry(Generic[T]):
     """A handle on one inserted item.
 
     ``tick``, ``seq`` and ``item`` are what the caller inserted. ``where`` and ``slot`` say where
-    the entry lives, so :meth:`TimingWheel.remove` is O(1): ``where`` is a level number
-    (``0 .. levels-1``) with ``slot`` the slot index in that level, or one of :data:`DUE`,
-    :data:`OVERFLOW` and :data:`DETACHED`. Entries compare and hash by identity.
+    the entry lives, so :meth:`TimingWheel.remove` is O(1): ``where >= 0`` is the index of the
+    wheel's level object holding it (a live level, or a staging level of a slot being staged)
+    with ``slot`` the slot index in it, or ``where`` is one of :data:`DUE`, :data:`OVERFLOW` and
+    :data:`DETACHED`. Entries compare and hash by identity.
     """
 
     __slots__ = ("item", "seq", "slot", "tick", "where")
