@@ -19,6 +19,7 @@ handed to at most ``max_concurrency`` workers. Plain (non-async) handlers run in
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import math
@@ -113,6 +114,7 @@ class Engine(Dispatcher):
         self._key_counter = itertools.count(1)
         self._closed = asyncio.Event()  # set once close() has finished
         self._compacting: asyncio.Task[Any] | None = None
+        self._committing: dict[str, asyncio.Future[None]] = {}  # key -> its schedule's commit
         self._last_compaction: float | None = None
 
     # ------------------------------------------------------------------ handlers
@@ -340,8 +342,11 @@ class Engine(Dispatcher):
         self._check_open()
         request = self._validate(handler, at, delay, payload, key, on_conflict, self.clock.time())
         timer, change = self._apply_schedule(request)
-        if change is not None and self.journal is not None:
-            await self._commit([change])
+        if self.journal is not None:
+            if change is not None:
+                await self._commit([change])
+            elif timer.key in self._committing:
+                await self._wait_committed([timer.key])  # "keep" returns only what is durable
         return timer.info()
 
     async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
@@ -359,6 +364,8 @@ class Engine(Dispatcher):
             changes = [change for _, change in applied if change is not None]
             if changes:
                 await self._commit(changes)
+            kept = [timer.key for timer, change in applied if change is None]
+            await self._wait_committed(kept)
         with gc_paused(len(applied)):
             return [timer.info() for timer, _ in applied]
 
@@ -456,13 +463,57 @@ class Engine(Dispatcher):
             new(Schedule, (timer.key, timer.version, timer.handler, timer.due, request[3], now))
             for request, timer, _ in changes
         ]
-        try:
-            await self.journal.submit(records)
-        except BaseException:
+
+        def undo() -> None:
             for _, timer, previous in reversed(changes):
                 self._undo_schedule(timer, previous)
+
+        await self._commit_or_undo(records, undo, [timer.key for _, timer, _ in changes])
+
+    async def _commit_or_undo(
+        self, records: list[Record], undo: Callable[[], None], keys: Iterable[str] = ()
+    ) -> None:
+        """Commit ``records``, which describe a change already made in memory, and wait for it.
+
+        If the commit fails, ``undo`` takes the change back out of memory before the caller
+        sees the error, and also when the caller stopped waiting (its task was cancelled: the
+        records are then still committed, or undone, exactly as the journal decides). While the
+        commit is in flight, ``keys`` lead to it, so that ``on_conflict="keep"`` can wait for it.
+        """
+        assert self.journal is not None
+        future = self.journal.submit(records)
+        committing = self._committing
+        keys = list(keys)
+        for key in keys:
+            committing[key] = future
+
+        handled = False
+
+        def settled(done: asyncio.Future[None]) -> None:
+            nonlocal handled
+            if handled:
+                return
+            handled = True
+            for key in keys:
+                if committing.get(key) is done:
+                    del committing[key]
+            if done.cancelled() or done.exception() is not None:
+                undo()
+
+        future.add_done_callback(settled)  # runs before the waiter below resumes...
+        try:
+            await asyncio.shield(future)
+        except BaseException:
+            if future.done():
+                settled(future)  # ...except for a future that failed at once
             raise
         self._maybe_compact()
+
+    async def _wait_committed(self, keys: Iterable[str]) -> None:
+        """Wait for the in-flight commits of these keys' schedules (raises if one failed)."""
+        pending = {self._committing[key] for key in keys if key in self._committing}
+        if pending:
+            await asyncio.gather(*(asyncio.shield(future) for future in pending))
 
     def _undo_schedule(self, timer: Timer, previous: Timer | None) -> None:
         if self._timers.get(timer.key) is not timer:
@@ -504,12 +555,8 @@ class Engine(Dispatcher):
         self._finish(timer, CANCELED)
         self._stats.canceled += 1
         if self.journal is not None:
-            try:
-                await self.journal.submit([Cancel(key, timer.version, timer.updated_at)])
-            except BaseException:
-                self._undo_cancel(timer)
-                raise
-            self._maybe_compact()
+            record = Cancel(key, timer.version, timer.updated_at)
+            await self._commit_or_undo([record], functools.partial(self._undo_cancel, timer))
         return CancelResult.CANCELED
 
     def _undo_cancel(self, timer: Timer) -> None:
@@ -586,11 +633,11 @@ class Engine(Dispatcher):
         self._place(fresh)
         self._arm()
         if self.journal is not None:
-            try:
-                await self.journal.submit([Redrive(key, timer.version, fresh.version, due, now)])
-            except BaseException:
-                self._undo_schedule(fresh, timer)
-                raise
+            await self._commit_or_undo(
+                [Redrive(key, timer.version, fresh.version, due, now)],
+                functools.partial(self._undo_schedule, fresh, timer),
+                [key],
+            )
         self._stats.redriven += 1
         logger.info("redriven %s: version %d -> %d", key, timer.version, fresh.version)
         return fresh.info()

@@ -133,3 +133,58 @@ async def test_failed_redrive_leaves_the_timer_dead(tmp_path: Path) -> None:
         again = await engine.redrive("k")
         await clock.advance(1)
         assert calls == [dead.version, again.version]
+
+
+class HeldSubmits:
+    """Holds every submit's future so a test decides when, and how, the commit ends."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.held: list[asyncio.Future[None]] = []
+        journal.submit = self.submit  # type: ignore[method-assign]
+
+    def submit(self, records: Sequence[Record]) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.held.append(future)
+        return future
+
+
+@pytest.mark.parametrize("commit_fails", [False, True])
+async def test_a_caller_that_stops_waiting_leaves_memory_as_the_journal_decides(
+    tmp_path: Path, commit_fails: bool
+) -> None:
+    clock = VirtualClock()
+    async with engine_with(tmp_path / "t.db", clock, []) as engine:
+        assert engine.journal is not None
+        real_submit = engine.journal.submit
+        held = HeldSubmits(engine.journal)
+        call = asyncio.ensure_future(engine.schedule("h", delay=5, key="k"))
+        await asyncio.sleep(0)
+        call.cancel()  # e.g. the web request that scheduled it went away
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert engine.get("k") is not None  # the commit is still in flight
+        if commit_fails:
+            held.held[0].set_exception(JournalError("disk full"))
+        else:
+            held.held[0].set_result(None)
+        await asyncio.sleep(0)
+        assert (engine.get("k") is None) is commit_fails
+        engine.journal.submit = real_submit  # type: ignore[method-assign]
+
+
+async def test_keep_waits_for_the_kept_timers_commit(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    async with engine_with(tmp_path / "t.db", clock, []) as engine:
+        assert engine.journal is not None
+        real_submit = engine.journal.submit
+        held = HeldSubmits(engine.journal)
+        first = asyncio.ensure_future(engine.schedule("h", delay=5, key="k"))
+        kept = asyncio.ensure_future(engine.schedule("h", delay=9, key="k", on_conflict="keep"))
+        await asyncio.sleep(0)
+        assert not kept.done()  # the kept timer is not durable yet
+        held.held[0].set_exception(JournalError("disk full"))
+        for call in (first, kept):
+            with pytest.raises(JournalError):
+                await call
+        assert engine.get("k") is None
+        engine.journal.submit = real_submit  # type: ignore[method-assign]
