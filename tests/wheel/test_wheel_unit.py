@@ -215,16 +215,23 @@ def test_advance_tick_by_tick_moves_at_most_the_budget(start: int) -> None:
 def test_quiet_wheel_stages_through_work_not_at_the_crossing() -> None:
     def fill(wheel: TimingWheel[int]) -> None:
         for i in range(5000):
-            wheel.insert(4096 + i % 4096, i, i)  # all in level-2 slot 1
+            wheel.insert(8192 + i % 4096, i, i)  # all in level-2 slot 2; slot 1 stays empty
 
-    # Woken only at the crossing, the wheel stages the whole slot in that one call...
+    # Woken only at the crossing (jumping over the empty slot 1), the wheel stages the whole
+    # slot in that one call...
     quiet: TimingWheel[int] = TimingWheel(now_tick=0, budget=100)
     fill(quiet)
-    assert quiet.advance(4096) == [0, 4096]
+    assert quiet.moves == 0  # not stageable yet: the cursor is not in the slot before
+    assert quiet.next_work_tick() == 4096
+    assert quiet.advance(8192) == [0, 4096]
     assert quiet.moves >= 5000
-    # ... but work() in idle time spreads it: then the crossing moves no more than a budget.
+    # ... but advancing at next_work_tick(), then work() in idle time, spreads it: the crossing
+    # then moves no more than a budget.
     wheel: TimingWheel[int] = TimingWheel(now_tick=0, budget=100)
     fill(wheel)
+    assert wheel.work() is False  # nothing stageable yet
+    assert wheel.advance(wheel.next_work_tick() or 0) == []
+    assert wheel.next_work_tick() is None
     calls = 0
     while True:
         before = wheel.moves
@@ -233,17 +240,31 @@ def test_quiet_wheel_stages_through_work_not_at_the_crossing() -> None:
         calls += 1
         if not more:
             break
-    assert calls >= 50 and wheel.moves == 5000
+    assert calls >= 48 and wheel.moves == 5000
     wheel.check_invariants()
     before = wheel.moves
-    assert wheel.advance(4096) == [0, 4096]
+    assert wheel.advance(8192) == [0, 4096]
     assert wheel.moves - before <= 100
     fired = [0, 4096]
-    for tick in range(4097, 8192):
+    for tick in range(8193, 12288):
         before = wheel.moves
         fired.extend(wheel.advance(tick))
         assert wheel.moves - before <= 100
     assert sorted(fired) == list(range(5000))
+
+
+def test_a_burst_of_inserts_stages_its_own_slots() -> None:
+    """Inserts do a bounded share of staging, so a burst then a quiet spell needs no work()."""
+    wheel: TimingWheel[int] = TimingWheel(now_tick=0, budget=100)
+    for i in range(5000):
+        before = wheel.moves
+        wheel.insert(4096 + i % 4096, i, i)  # level-2 slot 1, next to the cursor's
+        assert wheel.moves - before <= 128
+    # Once the slot is being staged, later inserts into it go straight to its staging levels.
+    assert wheel.moves == 64 and wheel.work() is False
+    before = wheel.moves
+    assert wheel.advance(4096) == [0, 4096]
+    assert wheel.moves - before <= 100
 
 
 def test_budget_must_be_positive() -> None:

@@ -16,6 +16,10 @@ _by_tick_seq = attrgetter("tick", "seq")
 
 #: Entry moves of staging work that one :meth:`TimingWheel.advance` does beyond handing out.
 DEFAULT_BUDGET = 512
+#: Every ``INSERT_PERIOD``-th insert does up to ``INSERT_WORK`` moves of staging work (2 per
+#: insert, amortized): a burst of inserts followed by a quiet spell stages its own slots.
+INSERT_PERIOD = 64
+INSERT_WORK = 128
 
 
 class TimingWheel(Generic[T]):
@@ -31,7 +35,7 @@ class TimingWheel(Generic[T]):
     Staged cascades. When the cursor reaches the start of an occupied slot of level ``L > 0``
     the slot's entries must be spread over levels ``0 .. L-1``; done at once that is one move
     per entry, a stall of tens of milliseconds for a big slot. Instead, for every level ``L``
-    the wheel *stages* its next slot to be crossed (the first occupied one) ahead of time: its
+    the wheel *stages* the slot right after the cursor's own at that level, ahead of time: its
     entries are moved, a bounded number per call, into ``L`` staging levels that hold them
     exactly where they will be once the cursor is at the slot's start. When the cursor gets
     there the live levels ``0 .. L-1`` are empty (everything before the slot has come out), so
@@ -53,25 +57,30 @@ class TimingWheel(Generic[T]):
     :meth:`advance` never moves ``elapsed`` past the start of an occupied slot without first
     cascading it (swapping in its staging levels).
 
-    Work contract. :meth:`insert`, :meth:`insert_entry` and :meth:`remove` are O(1). One
-    :meth:`advance` does O(items handed out + occupied slots passed + ``budget``) work, where
-    ``budget`` (default 512 entry moves) is the staging done at its end, *unless* it crosses
-    into a slot whose staging is not finished: then it finishes it first (the rest of that
-    slot). Staging needs calls: an engine that advances once per due tick gives plenty when
-    timers are dense, but a quiet wheel woken only when a big slot is reached would stage it all
-    in that one call. An engine with idle time should call :meth:`work` (more staging, up to a
-    budget; True while more may be pending) until it returns False. A slot that received entries
-    only after a later slot of its level began staging is cascaded without staging, at a cost
-    of those entries. The overflow heap (``64**levels`` ticks ahead and more: 795 days with 6
-    levels of ms) is not staged: its next top-level block comes in at once when the wheel is
-    otherwise empty. Every entry is still moved at most ``levels - 1`` times over its life.
-    ``moves`` counts entry moves (staging and cascades), for tests and benchmarks.
+    Work contract. :meth:`remove` is O(1); :meth:`insert` and :meth:`insert_entry` are O(1)
+    with a bounded, amortized share of staging (every 64th does up to 128 moves), so a burst of
+    inserts followed by a quiet spell has staged the slots it filled. One :meth:`advance` does
+    O(items handed out + occupied slots passed + ``budget``) work, where ``budget`` (default
+    512 entry moves) is the staging done at its end, *unless* it crosses into a slot whose
+    staging is not finished: then it finishes it first (the rest of that slot). Staging needs
+    calls: an engine that advances once per due tick gives plenty when timers are dense, but a
+    quiet wheel woken only when a big slot is reached, with no inserts since it filled, would
+    stage it all in that one call. An engine with idle time should call :meth:`work` (more
+    staging, up to a budget; True while more may be pending) until it returns False. Staging of
+    a slot starts once the cursor is in the slot before it (at that level): a cursor that jumps
+    over an empty slot straight into the next one in a single call finds that one unstaged;
+    :meth:`next_work_tick` says when to advance to avoid that. The
+    overflow heap (``64**levels`` ticks ahead and more: 795 days with 6 levels of ms) is not
+    staged: its next top-level block comes in at once when the wheel is otherwise empty. Every
+    entry is still moved at most ``levels - 1`` times over its life. ``moves`` counts entry
+    moves (staging and cascades), for tests and benchmarks.
     """
 
     __slots__ = (
         "_all",
         "_budget",
         "_count",
+        "_credit",
         "_dirty",
         "_due",
         "_elapsed",
@@ -113,6 +122,7 @@ class TimingWheel(Generic[T]):
         self._stage_count = [0] * levels
         # Bit L set: level L may have staging work to do.
         self._dirty = 0
+        self._credit = INSERT_PERIOD
         self._budget = budget
         self.moves = 0
         self._due: dict[WheelEntry[T], None] = {}
@@ -155,6 +165,13 @@ class TimingWheel(Generic[T]):
         """
         self._place(entry)
         self._count += 1
+        credit = self._credit - 1
+        if credit:
+            self._credit = credit
+        else:
+            self._credit = INSERT_PERIOD
+            if self._dirty:
+                self._work(INSERT_WORK)
         if self._next_valid:
             tick = entry.tick
             nxt = self._next
@@ -249,8 +266,14 @@ class TimingWheel(Generic[T]):
         staging of a slot it crosses into (see the class docstring).
         """
         target = to_tick + 1
-        if target < self._elapsed:
-            target = self._elapsed
+        elapsed = self._elapsed
+        if target < elapsed:
+            target = elapsed
+        elif (elapsed ^ target) >> SLOT_BITS:
+            # The cursor moves into another level-1 (or higher) slot: the slot after it, at
+            # each level whose cursor slot changes, may now be staged.
+            top = min(((elapsed ^ target).bit_length() - 1) // SLOT_BITS, self._nlevels - 1)
+            self._dirty |= (2 << top) - 2
         out: list[T] = []
         if self._due:
             due = list(self._due)
@@ -278,6 +301,29 @@ class TimingWheel(Generic[T]):
         left = self._work(self._budget if budget is None else budget)
         return left <= 0 and bool(self._dirty & ~1)
 
+    def next_work_tick(self) -> int | None:
+        """The earliest tick at which advancing lets the wheel stage a slot it cannot stage yet,
+        or None. O(levels).
+
+        A slot is staged once the cursor is in the slot before it; when that slot is empty,
+        an engine sleeping until :meth:`next_tick` would jump straight into the occupied one and
+        find it unstaged. Arming for ``min(next_tick(), next_work_tick())`` and calling
+        :meth:`advance` (then :meth:`work` while idle) at that tick avoids it.
+        """
+        elapsed = self._elapsed
+        best: int | None = None
+        for level in self._levels[1:]:
+            shift = level.shift
+            cursor = elapsed >> shift
+            occupied = level.occupied
+            if not occupied or occupied >> ((cursor & SLOT_MASK) + 1) & 1:
+                continue  # empty, or its next slot is occupied: stageable now
+            first = (occupied & -occupied).bit_length() - 1
+            tick = (((cursor >> SLOT_BITS) << SLOT_BITS) | (first - 1)) << shift
+            if best is None or tick < best:
+                best = tick
+        return best
+
     def _work(self, budget: int) -> int:
         """Stage up to ``budget`` entries, lowest level first (its crossing comes first).
 
@@ -297,14 +343,16 @@ class TimingWheel(Generic[T]):
             if counts[number]:
                 slot = keys[number] & SLOT_MASK
             else:
-                # Nothing staged yet: (re)target the first occupied slot, the next to cross.
-                occupied = level.occupied
-                if not occupied:
+                # Nothing staged yet: (re)target the slot right after the cursor's own at this
+                # level (no slot of the level can come before it). None if the cursor is in
+                # the block's last slot: the next block is the level above's to stage.
+                cursor = elapsed >> level.shift
+                slot = (cursor & SLOT_MASK) + 1
+                if slot > SLOT_MASK or not level.occupied >> slot & 1:
                     keys[number] = -1
                     self._dirty &= ~low
                     continue
-                slot = (occupied & -occupied).bit_length() - 1
-                keys[number] = ((elapsed >> (level.shift + SLOT_BITS)) << SLOT_BITS) | slot
+                keys[number] = cursor + 1
             bucket = level.slots[slot]
             if bucket:
                 budget -= self._stage_move(number, level, slot, bucket, budget)
