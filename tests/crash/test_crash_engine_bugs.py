@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 from crash_support import crash, freeze_writer
 
 from wheel_engine import CancelResult, Engine, Firing, TimerState
@@ -54,13 +53,6 @@ async def _cancel_while_the_attempt_commits(tmp_path: Path) -> None:
     assert not asyncio.all_tasks() - {asyncio.current_task()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="schedule(on_conflict='keep') returns the live timer at once, even while that timer's "
-    "own schedule record is still being committed: a crash then loses the timer the caller was "
-    "told exists, and its version is issued again (found by the SIGKILL soak; tolerated there as "
-    "KEEP_RETURNS_UNCOMMITTED)",
-)
 async def test_keep_returns_only_a_committed_timer(tmp_path: Path) -> None:
     async with asyncio.timeout(TIMEOUT):
         await _keep_returns_only_a_committed_timer(tmp_path)

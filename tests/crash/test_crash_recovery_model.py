@@ -60,10 +60,6 @@ POLICIES = {
     "slow": RetryPolicy(max_attempts=4, initial=1.0, multiplier=1.0, jitter=False),
 }
 SLOW = 5.0  # seconds the "slow" handler runs (virtual)
-#: Known engine bug (test_crash_engine_bugs.py): schedule(on_conflict="keep") returns the live
-#: timer at once even while its own schedule is not committed yet. Tolerated (and counted as an
-#: event) until fixed; then set to False.
-KEEP_RETURNS_UNCOMMITTED = True
 STEP_TIMEOUT = 30.0  # real seconds: every step is instant on the virtual clock
 RETENTION = 1e9  # finished timers stay readable for the whole test
 
@@ -183,9 +179,9 @@ class CrashRecoveryMachine(RuleBasedStateMachine):
                 return
             info = task.result()
             assert (info.version, info.due) == (before.version, before.due)
-            if self.latest.get(key) != info.version:
-                assert KEEP_RETURNS_UNCOMMITTED, f"keep returned an uncommitted timer: {info}"
-                event("schedule: keep returned an uncommitted timer (the known bug)")
+            assert self.latest.get(key) == info.version, (
+                f"keep returned an uncommitted timer: {info}"
+            )
             return
         if self.thaw is not None:
             assert not task.done(), "schedule returned before its record was committed"

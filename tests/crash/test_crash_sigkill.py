@@ -44,10 +44,6 @@ TIMERS_PER_RUN = 200 if SOAK else 40
 POISON_ATTEMPTS = 3  # crash_worker.POISON_ATTEMPTS
 RUN_TIMEOUT = 60.0  # seconds a drain run may take before the test gives up on it
 FINISHED = {"SUCCEEDED", "CANCELED", "DEAD"}
-#: Known engine bug (test_crash_engine_bugs.py): schedule(on_conflict="keep") can return a timer
-#: whose own schedule is not committed yet; a kill then loses it and its version is issued
-#: again. Until it is fixed a "kept" line is no proof of a commit, so the checks skip those.
-KEEP_RETURNS_UNCOMMITTED = True
 
 
 @dataclass
@@ -187,9 +183,7 @@ async def read_journal(path: Path) -> dict[str, TimerRow]:
 
 def check(intents: list[dict[str, Any]], fires: list[dict[str, Any]], rows: dict[str, TimerRow]):
     """Every assertion of the test, on the two logs and the final journal. Returns counts."""
-    schedules = [
-        i for i in intents if i["op"] == "schedule" and not (i["kept"] and KEEP_RETURNS_UNCOMMITTED)
-    ]
+    schedules = [i for i in intents if i["op"] == "schedule"]
     cancel_starts = {(i["key"], i["version"]) for i in intents if i["op"] == "cancel-start"}
     canceled = {(i["key"], i["version"]): i["mono"] for i in intents if i["op"] == "canceled"}
     assert schedules, "no schedule was ever committed: the kills came too early"
