@@ -48,7 +48,7 @@ class TimingWheel(Generic[T]):
       every occupied slot is ``>= elapsed`` and the entries of a lower level are all earlier
       than the entries of any higher level, and the overflow heap is later than the whole wheel;
     * a staged entry of level ``L`` belongs to the staged slot ``key`` of level ``L``
-      (``tick >> 6L == key``, a slot after ``elapsed``'s own in the same level-``L+1`` block)
+      (``tick >> 6L == key``, the slot right after ``elapsed``'s own, in the same block)
       and sits where it would sit if ``elapsed`` were the slot's start ``key << 6L``;
     * bit ``s`` of a level's occupancy bitmap is set iff slot ``s`` is non-empty or, for a live
       level, is the staged slot and has staged entries.
@@ -632,8 +632,8 @@ class TimingWheel(Generic[T]):
                         assert (tick >> lower.shift) & SLOT_MASK == slot, entry
             assert staged == self._stage_count[owner], (owner, staged)
             if staged:
-                # the staged slot is after the cursor's own, in the same higher block
-                assert key > elapsed >> shift, (owner, key, elapsed)
+                # the staged slot is the one right after the cursor's own, in the same block
+                assert key == (elapsed >> shift) + 1, (owner, key, elapsed)
                 assert key >> SLOT_BITS == elapsed >> (shift + SLOT_BITS), (owner, key, elapsed)
             count += staged
         top = self._top_shift
