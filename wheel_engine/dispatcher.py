@@ -20,6 +20,7 @@ import functools
 import logging
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from journal import Ack, Attempt, Cancel, Dead, Record, Retry
@@ -87,6 +88,7 @@ class Dispatcher:
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: asyncio.Event | None = None  # set while no attempt is running
+        self._staging = False  # an idle-time staging callback is queued
 
     def _maybe_compact(self) -> None:
         """Called after journal writes; the engine compacts when history outgrows the timers."""
@@ -124,7 +126,15 @@ class Dispatcher:
         """Keep exactly one clock callback, for the earliest due tick (none when idle)."""
         if self._closing or not self._started:
             return
-        next_tick = self._wheel.next_tick()
+        wheel = self._wheel
+        next_tick = wheel.next_tick()
+        if next_tick is not None:
+            # The wheel stages a coming slot's cascade a budget at a time inside advance();
+            # when the slot before it is empty it asks to be advanced early, so the cascade is
+            # not all done at the crossing (a stall of up to a second with a million timers).
+            work_tick = wheel.next_work_tick()
+            if work_tick is not None and work_tick < next_tick:
+                next_tick = work_tick
         if next_tick == self._armed_tick and self._armed is not None:
             return
         self._disarm()
@@ -155,6 +165,21 @@ class Dispatcher:
             self._dispatch(batch, now)
         self._purge_finished(now)
         self._arm()
+        if not self._staging and self._wheel.work(0):
+            self._staging = True
+            self._loop_call_soon(self._stage)
+
+    def _stage(self) -> None:
+        """Idle-time cascade staging, a budget per loop callback, so other callbacks interleave."""
+        if not self._closing and self._wheel.work():
+            self._loop_call_soon(self._stage)
+        else:
+            self._staging = False
+            self._arm()
+
+    def _loop_call_soon(self, callback: Callable[[], None]) -> None:
+        assert self._loop is not None
+        self._loop.call_soon(callback)
 
     def _dispatch(self, batch: list[Timer], now: float) -> None:
         handlers = self._handlers
