@@ -335,19 +335,22 @@ class Engine(Dispatcher):
     ) -> TimerInfo:
         """Schedule ``handler`` with ``payload`` at ``at`` or after ``delay`` seconds.
 
-        Returns once the schedule is committed to the journal. ``on_conflict`` says what to do
-        when ``key`` names a PENDING or RUNNING timer: ``"replace"`` it (new due time, payload
-        and version), ``"keep"`` it (returned unchanged) or raise ``DuplicateKey`` (``"error"``).
+        Returns once the schedule is committed to the journal, with the timer as it was
+        scheduled (by then it may already have fired, if it was due at once). ``on_conflict``
+        says what to do when ``key`` names a PENDING or RUNNING timer: ``"replace"`` it (new due
+        time, payload and version), ``"keep"`` it (returned unchanged) or raise ``DuplicateKey``
+        (``"error"``).
         """
         self._check_open()
         request = self._validate(handler, at, delay, payload, key, on_conflict, self.clock.time())
         timer, change = self._apply_schedule(request)
+        info = timer.info()  # what was scheduled: it may fire (and change) before we resume
         if self.journal is not None:
             if change is not None:
                 await self._commit([change])
             elif timer.key in self._committing:
                 await self._wait_committed([timer.key])  # "keep" returns only what is durable
-        return timer.info()
+        return info
 
     async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
         """Schedule many timers in one commit. Each request takes :meth:`schedule`'s keywords.
@@ -360,14 +363,14 @@ class Engine(Dispatcher):
             requests = list(requests)
         with gc_paused(len(requests)):
             applied = self._schedule_many_now(requests)
+            infos = [timer.info() for timer, _ in applied]  # as scheduled, before any firing
         if self.journal is not None:
             changes = [change for _, change in applied if change is not None]
             if changes:
                 await self._commit(changes)
             kept = [timer.key for timer, change in applied if change is None]
             await self._wait_committed(kept)
-        with gc_paused(len(applied)):
-            return [timer.info() for timer, _ in applied]
+        return infos
 
     def _schedule_many_now(
         self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...]
@@ -632,6 +635,7 @@ class Engine(Dispatcher):
         del self._dead[key]
         self._place(fresh)
         self._arm()
+        info = fresh.info()
         if self.journal is not None:
             await self._commit_or_undo(
                 [Redrive(key, timer.version, fresh.version, due, now)],
@@ -640,7 +644,7 @@ class Engine(Dispatcher):
             )
         self._stats.redriven += 1
         logger.info("redriven %s: version %d -> %d", key, timer.version, fresh.version)
-        return fresh.info()
+        return info
 
     # ------------------------------------------------------------------ compaction
     async def compact(self) -> None:

@@ -188,3 +188,30 @@ async def test_keep_waits_for_the_kept_timers_commit(tmp_path: Path) -> None:
                 await call
         assert engine.get("k") is None
         engine.journal.submit = real_submit  # type: ignore[method-assign]
+
+
+async def test_schedule_returns_the_timer_as_scheduled_even_if_it_fired_meanwhile(
+    tmp_path: Path,
+) -> None:
+    clock = VirtualClock()
+    engine = Engine(tmp_path / "t.db", clock=clock, durability="normal")
+
+    def fail(firing: Firing) -> None:
+        raise RuntimeError("down")
+
+    engine.register("fail", fail, retry=RetryPolicy(initial=5.0, jitter=False))
+    async with engine:
+        assert engine.journal is not None
+        real_submit = engine.journal.submit
+        held = HeldSubmits(engine.journal)
+        call = asyncio.ensure_future(engine.schedule("fail", delay=0, key="k"))
+        await asyncio.sleep(0)
+        await clock.advance(0.01)  # due: its attempt is submitted behind the schedule record
+        assert len(held.held) == 2
+        for future in held.held:  # one group commit makes both durable
+            future.set_result(None)
+        info = await call
+        assert (info.state, info.attempts, info.due) == (TimerState.PENDING, 0, clock.time() - 0.01)
+        now = engine.get("k")
+        assert now is not None and now.attempts == 1 and now.due > info.due  # it did fire
+        engine.journal.submit = real_submit  # type: ignore[method-assign]
