@@ -10,7 +10,7 @@ loop iteration that runs every past-due handle.
 
 ``test_wheel_advance_stalls`` (or ``python bench/test_bench_wheel.py [runs]``) measures the
 longest single ``advance()``: 100,000 timers over 5,000 ticks, advanced tick by tick (the
-cascade stalls that staging bounds; see docs/design-wheel.md).
+cascade stalls that staging bounds; see docs/design.md (part 2)).
 """
 
 from __future__ import annotations
