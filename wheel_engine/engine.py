@@ -458,20 +458,37 @@ class Engine(Dispatcher):
         return timer, (request, timer, previous)
 
     async def _commit(self, changes: list[_Change]) -> None:
-        """Commit schedules; on failure take them back out of memory, newest first."""
-        assert self.journal is not None
+        """Commit schedules; on failure take them back out of memory, newest first.
+
+        The hottest await of a durable engine, so it allocates nothing beyond its records:
+        no closure for the undo, no list of keys (see :meth:`_commit_or_undo` for the rules).
+        """
+        journal = self.journal
+        assert journal is not None
         now = self.clock.time()
         new = _new_tuple
         records: list[Record] = [
             new(Schedule, (timer.key, timer.version, timer.handler, timer.due, request[3], now))
             for request, timer, _ in changes
         ]
-
-        def undo() -> None:
+        future = journal.submit(records)
+        committing = self._committing
+        for _, timer, _ in changes:
+            committing[timer.key] = future
+        try:
+            await future
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
             for _, timer, previous in reversed(changes):
                 self._undo_schedule(timer, previous)
-
-        await self._commit_or_undo(records, undo, [timer.key for _, timer, _ in changes])
+            raise
+        finally:
+            if not future.cancelled():
+                for _, timer, _ in changes:
+                    if committing.get(timer.key) is future:
+                        del committing[timer.key]
+        self._maybe_compact()
 
     async def _commit_or_undo(
         self, records: list[Record], undo: Callable[[], None], keys: Iterable[str] = ()
@@ -479,44 +496,47 @@ class Engine(Dispatcher):
         """Commit ``records``, which describe a change already made in memory, and wait for it.
 
         If the commit fails, ``undo`` takes the change back out of memory before the caller
-        sees the error, and also when the caller stopped waiting (its task was cancelled: the
-        records are then still committed, or undone, exactly as the journal decides). While the
-        commit is in flight, ``keys`` lead to it, so that ``on_conflict="keep"`` can wait for it.
+        sees the error. While the commit is in flight, ``keys`` lead to it, so that
+        ``on_conflict="keep"`` can wait for it.
+
+        A caller cancelled while it waits does not withdraw the records (the journal commits
+        them anyway) and undoes nothing: the change stands in memory as it will in the journal.
+        Only if that commit then also fails do the two differ until the next start; no promise
+        was broken, since that caller was never told the change was made. Watching for that
+        double fault cost a callback and a future per call, which halved the throughput of
+        10,000 concurrent schedules.
         """
         assert self.journal is not None
         future = self.journal.submit(records)
         committing = self._committing
-        keys = list(keys)
         for key in keys:
             committing[key] = future
-
-        handled = False
-
-        def settled(done: asyncio.Future[None]) -> None:
-            nonlocal handled
-            if handled:
-                return
-            handled = True
-            for key in keys:
-                if committing.get(key) is done:
-                    del committing[key]
-            if done.cancelled() or done.exception() is not None:
-                undo()
-
-        future.add_done_callback(settled)  # runs before the waiter below resumes...
         try:
-            await asyncio.shield(future)
-        except BaseException:
-            if future.done():
-                settled(future)  # ...except for a future that failed at once
+            await future
+        except asyncio.CancelledError:
             raise
+        except BaseException:
+            undo()
+            raise
+        finally:
+            if not future.cancelled():
+                for key in keys:
+                    if committing.get(key) is future:
+                        del committing[key]
         self._maybe_compact()
 
     async def _wait_committed(self, keys: Iterable[str]) -> None:
         """Wait for the in-flight commits of these keys' schedules (raises if one failed)."""
         pending = {self._committing[key] for key in keys if key in self._committing}
-        if pending:
-            await asyncio.gather(*(asyncio.shield(future) for future in pending))
+        if not pending:
+            return
+        await asyncio.wait(pending)  # never cancels them, whoever else is waiting
+        for future in pending:
+            if future.cancelled():  # its own caller gave up waiting: ask the writer instead
+                assert self.journal is not None
+                await self.journal.flush()
+            elif (error := future.exception()) is not None:
+                raise error
 
     def _undo_schedule(self, timer: Timer, previous: Timer | None) -> None:
         if self._timers.get(timer.key) is not timer:
