@@ -152,13 +152,12 @@ class Engine(Dispatcher):
             thread=thread,
         )
         self._handlers[name] = spec
+        # Recovery parks timers whose handler is not registered; they become due now.
         parked = self._unhandled.pop(name, None)
-        if parked and self._started:
+        if parked:
             for timer in parked.values():
                 self._insert(timer)
             self._arm()
-        elif parked:
-            self._unhandled[name] = parked  # re-inserted by start()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -176,13 +175,6 @@ class Engine(Dispatcher):
         attach = getattr(self.clock, "attach", None)
         if attach is not None:
             attach(self)
-        for parked in list(self._unhandled.values()):
-            for timer in parked.values():
-                if timer.handler in self._handlers:
-                    self._insert(timer)
-        self._unhandled = {
-            name: parked for name, parked in self._unhandled.items() if name not in self._handlers
-        }
         self._arm()
         self._loop.call_soon(self._on_tick)  # overdue timers fire at once
 

@@ -213,3 +213,19 @@ async def test_journal_stays_bounded_under_churn(tmp_path: Path) -> None:
         await clock.settle()
         # 20 rounds x ~300 records were written; compaction keeps the tail near the live set.
         assert engine.journal.tail_records < 1500
+
+
+async def test_recovered_timer_without_its_handler_waits_for_registration(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    clock = VirtualClock()
+    fired: list[Firing] = []
+    async with make(db, clock, fired) as engine:
+        await engine.schedule("h", delay=1, key="k")
+    engine = Engine(db, clock=clock, durability="normal")  # this process lacks "h" at first
+    async with engine:
+        await clock.advance(5)
+        assert engine.stats()["unhandled"] == 1 and fired == []
+        assert engine.get("k").state is TimerState.PENDING  # type: ignore[union-attr]
+        engine.register("h", fired.append)
+        await clock.advance(0.01)
+        assert [f.key for f in fired] == ["k"] and engine.stats()["unhandled"] == 0
