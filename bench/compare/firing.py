@@ -29,18 +29,9 @@ from bench.compare.subject import HANDLER, engine_missing, new_engine, register
 
 def engine_fire(path: Path, n: int, durability: str, timeout: float) -> Metrics:
     async def main() -> Metrics:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[float] = loop.create_future()
-        count = 0
-
-        def h(firing: Any) -> None:
-            nonlocal count
-            count += 1
-            if count == n:
-                done.set_result(time.time())
-
+        fired = peers.Countdown(n, time.time)
         engine = new_engine(path, durability=durability)
-        register(engine, h)
+        register(engine, fired.tick)
         async with engine:
             lead = 0.3 + n * 50e-6
             due = time.time() + lead
@@ -50,9 +41,9 @@ def engine_fire(path: Path, n: int, durability: str, timeout: float) -> Metrics:
                 )
             late_start = time.time() > due
             try:
-                end = await asyncio.wait_for(done, timeout + lead)
+                end = await asyncio.wait_for(fired.done, timeout + lead)
             except TimeoutError:
-                raise TimeoutError(f"engine fired {count} of {n}") from None
+                raise TimeoutError(f"engine fired {fired.count} of {n}") from None
             deadline = time.time() + timeout
             while engine.stats().get("succeeded", n) < n:
                 if time.time() > deadline:

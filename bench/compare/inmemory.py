@@ -60,15 +60,8 @@ def loop_e2e(loop_kind: str, offs: list[float], window: float) -> Metrics:
 
     async def main() -> Metrics:
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[float] = loop.create_future()
-        count = 0
-
-        def cb() -> None:
-            nonlocal count
-            count += 1
-            if count == n:
-                done.set_result(time.perf_counter())
-
+        fired = peers.Countdown(n, time.perf_counter)
+        cb = fired.tick
         call_at = loop.call_at
         c0 = time.process_time()
         t0 = time.perf_counter()
@@ -76,7 +69,7 @@ def loop_e2e(loop_kind: str, offs: list[float], window: float) -> Metrics:
         for o in offs:
             call_at(base + o, cb)
         sched_end = time.perf_counter()
-        end = await asyncio.wait_for(done, _timeout(n, window))
+        end = await asyncio.wait_for(fired.done, _timeout(n, window))
         return _result(n, t0, sched_end, end, c0)
 
     return peers.run_on(loop_kind, main)
@@ -86,18 +79,9 @@ def engine_e2e(offs: list[float], window: float, many: bool, loop_kind: str = "a
     n = len(offs)
 
     async def main() -> Metrics:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[float] = loop.create_future()
-        count = 0
-
-        def h(firing: Any) -> None:
-            nonlocal count
-            count += 1
-            if count == n:
-                done.set_result(time.perf_counter())
-
+        fired = peers.Countdown(n, time.perf_counter)
         engine = new_engine(None, tick=0.001)
-        register(engine, h)
+        register(engine, fired.tick)
         async with engine:
             c0 = time.process_time()
             t0 = time.perf_counter()
@@ -114,9 +98,9 @@ def engine_e2e(offs: list[float], window: float, many: bool, loop_kind: str = "a
                     await schedule(HANDLER, at=base + o)
             sched_end = time.perf_counter()
             try:
-                end = await asyncio.wait_for(done, _timeout(n, window))
+                end = await asyncio.wait_for(fired.done, _timeout(n, window))
             except TimeoutError:
-                raise TimeoutError(f"engine fired {count} of {n} timers") from None
+                raise TimeoutError(f"engine fired {fired.count} of {n} timers") from None
             return _result(n, t0, sched_end, end, c0)
 
     return peers.run_on(loop_kind, main)
@@ -136,15 +120,9 @@ def loop_cancel_mix(loop_kind: str, offs: list[float], window: float) -> Metrics
 
     async def main() -> Metrics:
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[float] = loop.create_future()
-        count = 0
+        survivors = peers.Countdown(want, time.perf_counter)
+        survivor = survivors.tick
         leaked = 0
-
-        def survivor() -> None:
-            nonlocal count
-            count += 1
-            if count == want:
-                done.set_result(time.perf_counter())
 
         def cancelled() -> None:
             nonlocal leaked
@@ -165,7 +143,7 @@ def loop_cancel_mix(loop_kind: str, offs: list[float], window: float) -> Metrics
             if j % 10:
                 handles[j].cancel()  # type: ignore[union-attr]
         sched_end = time.perf_counter()
-        end = await asyncio.wait_for(done, _timeout(n, window))
+        end = await asyncio.wait_for(survivors.done, _timeout(n, window))
         m = _result(n, t0, sched_end, end, c0)
         m["cancelled_fired"] = leaked
         return m

@@ -71,6 +71,35 @@ def run_on(loop_kind: str, main: Callable[[], Awaitable[T]]) -> T:
         return runner.run(main())  # type: ignore[arg-type]
 
 
+class Countdown:
+    """Resolves :attr:`done` with ``clock()`` on the ``n``-th call of :attr:`tick`.
+
+    ``tick`` is a closure with an optional argument, so a ``call_at`` callback (no argument)
+    and an engine handler (one ``Firing``) call it at the same cost as a hand-written one:
+    every contender pays exactly this per firing. :attr:`count` says how far it got.
+    """
+
+    __slots__ = ("_count", "done", "tick")
+
+    def __init__(self, n: int, clock: Callable[[], float]) -> None:
+        done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        count = 0
+
+        def tick(_: object = None) -> None:
+            nonlocal count
+            count += 1
+            if count == n:
+                done.set_result(clock())
+
+        self.done = done
+        self.tick = tick
+        self._count = lambda: count
+
+    @property
+    def count(self) -> int:
+        return self._count()
+
+
 def remove_db(path: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal", "-lock"):
         with contextlib.suppress(FileNotFoundError):
