@@ -105,7 +105,7 @@ class Dispatcher:
 
     def _place(self, timer: Timer) -> None:
         """A pending timer goes into the wheel, or is parked if its handler is unknown."""
-        if timer.handler in self._handlers or not self._started:
+        if timer.handler in self._handlers:
             self._insert(timer)
         else:
             self._park(timer)
