@@ -2,7 +2,7 @@
 
 A hierarchical hashed timing wheel runs inside the event loop; every schedule and cancel is
 committed to an append-only SQLite journal before the call returns, so after a crash every timer
-is rebuilt and fires at least once into an idempotent handler. See ``docs/`` and ``SPEC.md``.
+is rebuilt and fires at least once into an idempotent handler. See ``docs/contract.md``.
 """
 
 from wheel_engine.engine import Engine
