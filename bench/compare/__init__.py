@@ -138,18 +138,18 @@ def main(argv: list[str] | None = None) -> int:
     targets = evaluate_targets(
         [t for t in targets_for(cfg) if t.comparison.split(".")[0] in figures], by_key
     )
-    report.print_summary(run.comparisons, targets, machine, run.elapsed, cfg.quick, run.series)
-    written, failed = report.write_outputs(
-        out,
+    results = report.Results(
         run.comparisons,
         targets,
         machine,
         command=_command_line(argv),
         elapsed=run.elapsed,
         series=run.series,
-        plots=not args.no_plots,
-        docs=Path(args.docs) if args.docs else None,
+        quick=cfg.quick,
     )
+    report.print_summary(results)
+    docs = Path(args.docs) if args.docs else None
+    written, failed = report.write_outputs(out, results, plots=not args.no_plots, docs=docs)
     print()
     print("wrote " + ", ".join(str(p) for p in written))
     if failed or run.failed:

@@ -11,13 +11,14 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench.compare.measure import Comparison, ContenderResult
 from bench.compare.targets import TargetResult
 from bench.compare.units import bare_unit, fmt_ratio, fmt_value
 
 __all__ = [
+    "Results",
     "format_comparison",
     "format_markdown",
     "format_sweep",
@@ -97,6 +98,18 @@ def format_comparison(comp: Comparison) -> str:
         if res.note and not res.skipped:
             lines.append(f"  * {res.name}: {res.note}")
     return "\n".join(lines)
+
+
+class Results(NamedTuple):
+    """Everything one run produced, as reported and written."""
+
+    comparisons: Sequence[Comparison]
+    targets: Sequence[TargetResult]
+    machine: dict[str, Any]
+    command: str
+    elapsed: float  #: seconds the figures took
+    series: dict[str, Any]  #: the plotted data (e.g. throughput against N)
+    quick: bool
 
 
 #: Extra columns that are times (shown in s/ms/us); the others are plain numbers.
@@ -192,23 +205,15 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def write_json(
-    path: Path,
-    *,
-    machine: dict[str, Any],
-    command: str,
-    comparisons: Sequence[Comparison],
-    targets: Sequence[TargetResult],
-    series: dict[str, Any],
-    elapsed: float,
-) -> None:
+def write_json(path: Path, results: Results) -> None:
+    """Every round of every contender, the machine, the targets and the series."""
     doc = {
-        "machine": machine,
-        "command": command,
-        "elapsed_seconds": elapsed,
-        "comparisons": [asdict(c) for c in comparisons],
-        "targets": [asdict(t) for t in targets],
-        "series": series,
+        "machine": results.machine,
+        "command": results.command,
+        "elapsed_seconds": results.elapsed,
+        "comparisons": [asdict(c) for c in results.comparisons],
+        "targets": [asdict(t) for t in results.targets],
+        "series": results.series,
     }
     path.write_text(json.dumps(_clean(doc), indent=1) + "\n", encoding="utf-8")
 
@@ -227,14 +232,9 @@ def _md_cells(comp: Comparison, res: ContenderResult) -> list[str]:
     return [name, *_figures(comp, res, ratio="**{}x**")]
 
 
-def format_markdown(
-    comparisons: Sequence[Comparison],
-    targets: Sequence[TargetResult],
-    machine: dict[str, Any],
-    command: str,
-    elapsed: float,
-    series: dict[str, Any] | None = None,
-) -> str:
+def format_markdown(results: Results) -> str:
+    """The results section of ``docs/benchmarks.md``."""
+    comparisons, targets, machine, command, elapsed, series, _ = results
     out = [
         f"Command: `{command}` ({elapsed:.0f} s), {machine['date_utc']}, "
         f"commit {machine.get('git_commit') or '?'}.",
@@ -294,15 +294,9 @@ def format_markdown(
     return "\n".join(out) + "\n"
 
 
-def print_summary(
-    comparisons: Sequence[Comparison],
-    targets: Sequence[TargetResult],
-    machine: dict[str, Any],
-    elapsed: float,
-    quick: bool,
-    series: dict[str, Any],
-) -> None:
+def print_summary(results: Results) -> None:
     """The run's tables and targets on stdout."""
+    comparisons, targets, machine, _, elapsed, series, quick = results
     print()
     print(
         f"wheel-engine bench ({'quick' if quick else 'full'}): {machine['nproc']} CPUs, "
@@ -324,36 +318,16 @@ def print_summary(
 
 
 def write_outputs(
-    out: Path,
-    comparisons: Sequence[Comparison],
-    targets: Sequence[TargetResult],
-    machine: dict[str, Any],
-    *,
-    command: str,
-    elapsed: float,
-    series: dict[str, Any],
-    plots: bool,
-    docs: Path | None,
+    out: Path, results: Results, *, plots: bool, docs: Path | None
 ) -> tuple[list[Path], bool]:
     """``results.json``, ``results.md``, the plots and (``docs``) the docs page; returns the
     files written and whether something failed (said on stderr)."""
-    write_json(
-        out / "results.json",
-        machine=machine,
-        command=command,
-        comparisons=comparisons,
-        targets=targets,
-        series=series,
-        elapsed=elapsed,
-    )
-    (out / "results.md").write_text(
-        format_markdown(comparisons, targets, machine, command, elapsed, series),
-        encoding="utf-8",
-    )
+    write_json(out / "results.json", results)
+    (out / "results.md").write_text(format_markdown(results), encoding="utf-8")
     written = [out / "results.json", out / "results.md"]
     failed = False
     if plots:
-        drawn, failed = _draw_plots(series, out, machine)
+        drawn, failed = _draw_plots(results.series, out, results.machine)
         written += drawn
     if docs is not None:
         try:
