@@ -249,3 +249,45 @@ def test_release_is_idempotent_and_acquire_reentrant(journal_path: Path) -> None
     lock.release()
     lock.release()
     assert not lock.held
+
+
+#: A child that tries an exclusive SQLite lock on argv[1] at once and prints what happened.
+SQLITE_EXCLUSIVE = (
+    "import sqlite3, sys\n"
+    "con = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n"
+    "try:\n"
+    "    con.execute('BEGIN EXCLUSIVE')\n"
+    "except sqlite3.OperationalError as exc:\n"
+    "    print('BUSY', exc)\n"
+    "else:\n"
+    "    print('EXCLUSIVE')\n"
+)
+
+
+@pytest.mark.slow
+def test_a_refused_attempt_keeps_this_process_s_sqlite_locks(journal_path: Path) -> None:
+    """Closing any descriptor of a file drops every POSIX lock this process holds on it, and
+    SQLite's locks are POSIX locks: a refused attempt must not close its descriptor."""
+    con = sqlite3.connect(journal_path, isolation_level=None)
+    con.execute("CREATE TABLE t (x)")
+    con.execute("BEGIN")
+    con.execute("SELECT count(*) FROM t").fetchone()  # a read transaction: SQLite's SHARED lock
+
+    def other_process_tries_exclusive() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", SQLITE_EXCLUSIVE, str(journal_path)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    try:
+        assert other_process_tries_exclusive().startswith("BUSY")
+        with held_elsewhere(str(journal_path)), pytest.raises(JournalLocked):
+            WriterLock(str(journal_path)).acquire()
+        assert other_process_tries_exclusive().startswith("BUSY")  # our read lock still holds
+    finally:
+        con.execute("COMMIT")
+        con.close()
