@@ -7,11 +7,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck docs bench bench-quick clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml bench/pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH (or: make PY=python3)"; exit 1; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]' -e ./bench  # the benchmarks: a plug-in distribution
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -13,6 +13,7 @@ failed (or, with ``--strict``, when any contender failed), 2 for bad arguments.
 from __future__ import annotations
 
 import argparse
+import importlib
 import shutil
 import sys
 import tempfile
@@ -20,7 +21,11 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from bench.compare.config import Config
+    from bench.compare.measure import Comparison
 
 __all__ = ["FIGURES", "main"]
 
@@ -92,88 +97,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _targets(cfg: Any) -> list[Any]:
-    from bench.compare import durable, inmemory, lateness, memory, recovery
-    from bench.compare.runner import Target
-
-    ts = [
-        Target(
-            "in memory schedule_many vs asyncio call_at",
-            "inmemory.e2e",
-            inmemory.ENGINE_MANY,
-            1.0,
-            2.0,
-        ),
-        Target(
-            "in memory schedule one by one vs asyncio call_at",
-            "inmemory.e2e",
-            inmemory.ENGINE_ONE,
-            0.7,
-        ),
-        Target(
-            "durable schedule_many (full) vs raw sqlite3",
-            "durable.full",
-            durable.many_name("full"),
-            0.4,
-            0.6,
-        ),
-        Target(
-            "durable schedule_many (normal) vs raw sqlite3",
-            "durable.normal",
-            durable.many_name("normal"),
-            0.4,
-            0.6,
-        ),
-        Target(
-            f"{cfg.dur_gather_n:,} concurrent awaited schedule with fsync vs raw batch inserts",
-            "durable.full",
-            durable.gather_name(cfg, "full"),
-            0.15,
-            0.3,
-        ),
-    ]
-    for n in cfg.rec_sizes:
-        ts.append(
-            Target(
-                f"recovery with {n:,} timers vs raw read-and-decode",
-                f"recovery.{n}",
-                recovery.ENGINE,
-                0.5,
-                0.7,
-            )
-        )
-    ts += [
-        Target("lateness p99 no worse than asyncio's", "lateness", lateness.ENGINE, 1.0),
-        Target("zero early fires", "lateness", lateness.ENGINE, 0.0, kind="max", metric="early"),
-        Target("memory per timer at or below asyncio's", "memory", memory.ENGINE, 1.0),
-    ]
-    return ts
-
-
-BEGIN = "<!-- results:begin (written by wheel-engine bench --docs docs) -->"
-END = "<!-- results:end -->"
-
-
-def update_docs(docs: Path, results_md: Path, files: list[Path]) -> list[Path]:
-    """Replace the results block of ``docs/benchmarks.md`` and copy the PNGs to ``docs/img``."""
-    page = docs / "benchmarks.md"
-    text = page.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{page} has no results markers ({BEGIN} ... {END})")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    block = results_md.read_text(encoding="utf-8")
-    page.write_text(f"{head}{BEGIN}\n\n{block}\n{END}{tail}", encoding="utf-8")
-    img = docs / "img"
-    img.mkdir(exist_ok=True)
-    copied = [page]
-    for f in files:
-        if f.suffix == ".png":
-            shutil.copyfile(f, img / f.name)
-            copied.append(img / f.name)
-    return copied
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison; see the module docstring. Returns the exit status."""
     parser = _parser()
@@ -189,114 +112,87 @@ def main(argv: list[str] | None = None) -> int:
         print("wheel-engine bench: error: --rounds must be at least 1", file=sys.stderr)
         return 2
 
-    import importlib
-
-    from bench.compare import runner
+    from bench.compare import report
     from bench.compare.config import Config
+    from bench.compare.machine import machine_info
+    from bench.compare.measure import Log
+    from bench.compare.targets import evaluate_targets, targets_for
 
-    log = runner.Log(sys.stderr, verbose=not args.quiet)
+    log = Log(sys.stderr, verbose=not args.quiet)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="wheel-engine-bench-"))
     cfg = Config.make(args.quick, scratch, log)
     if args.rounds is not None:
         cfg.set_rounds(args.rounds)
-    machine = runner.machine_info()
-    command = "wheel-engine bench" + (" " + " ".join(argv) if argv else "")
-    if argv is None and len(sys.argv) > 1:
-        command = "wheel-engine bench " + " ".join(
-            sys.argv[2:] if "bench" in sys.argv[1:2] else sys.argv[1:]
-        )
+    machine = machine_info()
     log(
         f"{'quick' if cfg.quick else 'full'} run of {', '.join(figures)}; "
         f"{machine['nproc']} CPUs ({machine['cpu']}), Python {machine['python']}"
     )
+    try:
+        run = _run_figures(figures, cfg)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    by_key = {c.key: c for c in run.comparisons}
+    targets = evaluate_targets(
+        [t for t in targets_for(cfg) if t.comparison.split(".")[0] in figures], by_key
+    )
+    results = report.Results(
+        run.comparisons,
+        targets,
+        machine,
+        command=_command_line(argv),
+        elapsed=run.elapsed,
+        series=run.series,
+        quick=cfg.quick,
+    )
+    report.print_summary(results)
+    docs = Path(args.docs) if args.docs else None
+    written, failed = report.write_outputs(out, results, plots=not args.no_plots, docs=docs)
+    print()
+    print("wrote " + ", ".join(str(p) for p in written))
+    if failed or run.failed:
+        return 1
+    if args.strict and any(r.error for c in run.comparisons for r in c.results):
+        return 1
+    return 0
 
-    comparisons: list[runner.Comparison] = []
+
+class _Run(NamedTuple):
+    comparisons: list[Comparison]
+    series: dict[str, Any]
+    failed: bool  #: a figure's own code raised
+    elapsed: float
+
+
+def _run_figures(figures: list[str], cfg: Config) -> _Run:
+    """Each figure module's ``run(cfg, series)``, in order; a figure that raises is reported
+    and the others still run."""
+    comparisons: list[Comparison] = []
     series: dict[str, Any] = {}
     failed = False
     t0 = time.perf_counter()
-    try:
-        for name in figures:
-            num, module = FIGURES[name]
-            log(f"figure {num}: {name}")
-            mod = importlib.import_module(f"bench.compare.{module}")
-            run: Callable[[Any, dict[str, Any]], list[runner.Comparison]] = mod.run
-            try:
-                comparisons.extend(run(cfg, series))
-            except Exception:
-                failed = True
-                print(f"figure {num} ({name}) failed:", file=sys.stderr)
-                traceback.print_exc()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    elapsed = time.perf_counter() - t0
-
-    by_key = {c.key: c for c in comparisons}
-    targets = runner.evaluate_targets(
-        [t for t in _targets(cfg) if t.comparison.split(".")[0] in figures], by_key
-    )
-
-    print()
-    print(
-        f"wheel-engine bench ({'quick' if cfg.quick else 'full'}): {machine['nproc']} CPUs, "
-        f"{machine['cpu']}, Python {machine['python']}, SQLite {machine['sqlite']}, "
-        f"{elapsed:.0f} s"
-    )
-    print("Ratios are per interleaved round against the anchor (higher is better), median and")
-    print("min-max spread over rounds; this machine is shared, expect +-30% on absolute figures.")
-    for comp in comparisons:
-        if comp.params.get("sweep"):
-            continue
-        print()
-        print(runner.format_comparison(comp))
-        if comp.key == "inmemory.e2e" and runner.format_sweep(series):
-            print()
-            print(runner.format_sweep(series))
-    print()
-    print(runner.format_targets(targets))
-
-    runner.write_json(
-        out / "results.json",
-        machine=machine,
-        command=command,
-        comparisons=comparisons,
-        targets=targets,
-        series=series,
-        elapsed=elapsed,
-    )
-    (out / "results.md").write_text(
-        runner.format_markdown(comparisons, targets, machine, command, elapsed, series),
-        encoding="utf-8",
-    )
-    written = [out / "results.json", out / "results.md"]
-    if not args.no_plots:
-        from bench.compare import plots
-
-        why = plots.matplotlib_missing()
-        if why:
-            print(f"plots: skipped: {why}")
-        else:
-            subtitle = f"{machine['nproc']} CPUs, {machine['cpu']}, Python {machine['python']}"
-            try:
-                written += plots.draw(series, out, subtitle)
-            except Exception:
-                failed = True
-                print("plots failed:", file=sys.stderr)
-                traceback.print_exc()
-    if args.docs:
+    for name in figures:
+        num, module = FIGURES[name]
+        cfg.log(f"figure {num}: {name}")
+        mod = importlib.import_module(f"bench.compare.{module}")
+        run: Callable[[Any, dict[str, Any]], list[Comparison]] = mod.run
         try:
-            written += update_docs(Path(args.docs), out / "results.md", written)
-        except (OSError, ValueError) as exc:
+            comparisons.extend(run(cfg, series))
+        except Exception:
             failed = True
-            print(f"--docs: {exc}", file=sys.stderr)
-    print()
-    print("wrote " + ", ".join(str(p) for p in written))
-    if failed:
-        return 1
-    if args.strict and any(r.error for c in comparisons for r in c.results):
-        return 1
-    return 0
+            print(f"figure {num} ({name}) failed:", file=sys.stderr)
+            traceback.print_exc()
+    return _Run(comparisons, series, failed, time.perf_counter() - t0)
+
+
+def _command_line(argv: list[str] | None) -> str:
+    """The command as typed, for the record in ``results.json``."""
+    if argv is not None:
+        return "wheel-engine bench" + (" " + " ".join(argv) if argv else "")
+    typed = sys.argv[2:] if "bench" in sys.argv[1:2] else sys.argv[1:]
+    return "wheel-engine bench" + (" " + " ".join(typed) if typed else "")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.compare.runner import Log
+from bench.compare.measure import Log
 
 
 @dataclass

@@ -26,8 +26,11 @@ from typing import Any
 from bench.compare import peers
 from bench.compare.config import Config
 from bench.compare.inmemory import BATCH
-from bench.compare.runner import Comparison, Contender, Metrics, run_comparison
+from bench.compare.measure import RATE, Comparison, Contender, Figure, Metrics
 from bench.compare.subject import HANDLER, engine_missing, new_engine, register
+
+#: The figure this module draws: what its comparisons measure.
+FIGURE = Figure("4", RATE, ("n",))
 
 _seq = itertools.count()
 
@@ -172,24 +175,19 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
                 )
             )
         comps.append(
-            run_comparison(
+            FIGURE.compare(
+                cfg,
                 key=f"durable.{d}",
-                figure="4",
                 title=f'durable scheduling, durability "{d}"',
                 contenders=cs,
                 anchor=raw_name(d),
-                metric="rate",
-                unit="timers/s",
-                higher_is_better=True,
                 reps=cfg.dur_reps,
-                log=cfg.log,
                 params={
                     "n_many": cfg.dur_n,
                     "n_concurrent": cfg.dur_gather_n,
                     "n_one_by_one": cfg.dur_serial_n,
                     "batch": BATCH,
                 },
-                extra_metrics=["n"],
             )
         )
     return comps

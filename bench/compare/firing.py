@@ -23,8 +23,11 @@ from bench.compare import peers
 from bench.compare.config import Config
 from bench.compare.durable import fresh_db
 from bench.compare.inmemory import BATCH
-from bench.compare.runner import Comparison, Contender, Metrics, run_comparison
+from bench.compare.measure import RATE, Comparison, Contender, Figure, Metrics
 from bench.compare.subject import HANDLER, engine_missing, new_engine, register
+
+#: The figure this module draws: what its comparisons measure.
+FIGURE = Figure("5", RATE, ("n", "acked_seconds"))
 
 
 def engine_fire(path: Path, n: int, durability: str, timeout: float) -> Metrics:
@@ -107,22 +110,17 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
     ]
     anchor = APS if not aps else HUEY if not hu else "wheel-engine (full)"
     return [
-        run_comparison(
+        FIGURE.compare(
+            cfg,
             key="firing",
-            figure="5",
             title="firing durable timers that are due (time from due until all handlers ran)",
             contenders=cs,
             anchor=anchor,
-            metric="rate",
-            unit="timers/s",
-            higher_is_better=True,
             reps=cfg.fire_reps,
-            log=cfg.log,
             params={
                 "n_engine": cfg.fire_n,
                 "n_apscheduler": cfg.fire_aps_n,
                 "n_huey": cfg.fire_huey_n,
             },
-            extra_metrics=["n", "acked_seconds"],
         )
     ]

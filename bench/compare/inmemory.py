@@ -23,8 +23,11 @@ from typing import Any
 
 from bench.compare import peers
 from bench.compare.config import Config
-from bench.compare.runner import Comparison, Contender, Metrics, run_comparison
+from bench.compare.measure import RATE, Comparison, Contender, Figure, Metrics
 from bench.compare.subject import HANDLER, engine_missing, new_engine, register
+
+#: The figure this module draws: what its comparisons measure.
+FIGURE = Figure("1", RATE)
 
 BATCH = 1000
 CANCEL_LAG = 100  #: a timer is cancelled this many schedules after its own
@@ -238,19 +241,15 @@ def e2e_comparison(cfg: Config, n: int, reps: int, key: str) -> Comparison:
             (ENGINE_MANY, lambda: engine_e2e(offs, w, many=True)),
         ],
     )
-    return run_comparison(
+    return FIGURE.compare(
+        cfg,
         key=key,
-        figure="1",
         title=f"in memory, schedule then fire {n:,} timers over {w:g} s, end to end",
         contenders=cs,
         anchor=ASYNCIO,
-        metric="rate",
-        unit="timers/s",
-        higher_is_better=True,
         reps=reps,
-        log=cfg.log,
         params={"n": n, "window_s": w, "tick_s": 0.001, "batch": BATCH},
-        extra_metrics=["cpu_seconds", "schedule_seconds"],
+        extra_metrics=("cpu_seconds", "schedule_seconds"),
     )
 
 
@@ -283,17 +282,13 @@ def cancel_comparison(cfg: Config) -> Comparison:
         loop_cancel_mix,
         [("wheel-engine schedule()+cancel()", lambda: engine_cancel_mix(offs, w))],
     )
-    return run_comparison(
+    return FIGURE.compare(
+        cfg,
         key="inmemory.cancel",
-        figure="1",
         title=f"in memory, cancel-heavy: {n:,} timers, 90% cancelled before due",
         contenders=cs,
         anchor=ASYNCIO,
-        metric="rate",
-        unit="timers/s",
-        higher_is_better=True,
         reps=cfg.inmem_reps,
-        log=cfg.log,
         params={"n": n, "window_s": w, "cancel_lag": CANCEL_LAG},
-        extra_metrics=["cpu_seconds", "cancelled_fired"],
+        extra_metrics=("cpu_seconds", "cancelled_fired"),
     )

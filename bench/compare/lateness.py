@@ -19,8 +19,13 @@ from typing import Any
 from bench.compare import peers
 from bench.compare.config import Config
 from bench.compare.inmemory import BATCH, offsets
-from bench.compare.runner import Comparison, Contender, Metrics, run_comparison
+from bench.compare.measure import Comparison, Contender, Figure, Measure, Metrics
 from bench.compare.subject import HANDLER, engine_missing, new_engine, register
+
+#: The figure this module draws: what its comparisons measure.
+FIGURE = Figure(
+    "2", Measure("p99", "s", higher_is_better=False), ("p50", "max", "early", "early_pct")
+)
 
 CDF_POINTS = [i / 100 for i in range(101)] + [0.995, 0.999, 0.9999]
 
@@ -141,19 +146,14 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
                 skip=eng or uv,
             ),
         )
-    comp = run_comparison(
+    comp = FIGURE.compare(
+        cfg,
         key="lateness",
-        figure="2",
         title=f"lateness of {n:,} timers due over {w:g} s (fired minus due, wall clock)",
         contenders=cs,
         anchor=ASYNCIO,
-        metric="p99",
-        unit="s",
-        higher_is_better=False,
         reps=cfg.lat_reps,
-        log=cfg.log,
         params={"n": n, "window_s": w, "lead_s": lead, "tick_s": 0.001},
-        extra_metrics=["p50", "max", "early", "early_pct"],
     )
     for res in comp.results:
         over = [r for r in res.reps if r is not None and r.get("schedule_overran_lead")]

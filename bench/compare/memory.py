@@ -27,8 +27,11 @@ from typing import Any
 from bench.compare import peers
 from bench.compare.config import Config
 from bench.compare.inmemory import BATCH
-from bench.compare.runner import Comparison, Contender, Metrics, run_comparison
+from bench.compare.measure import Comparison, Contender, Figure, Measure, Metrics
 from bench.compare.subject import HANDLER, engine_missing, new_engine, register
+
+#: The figure this module draws: what its comparisons measure.
+FIGURE = Figure("3", Measure("bytes_per_timer", "B/timer", higher_is_better=False), ("total_mb",))
 
 STATM = "/proc/self/statm"
 METHOD = "rss" if os.path.exists(STATM) else "tracemalloc"
@@ -162,18 +165,13 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
         Contender("uvloop TimerHandle", lambda: in_subprocess("uvloop", n), skip=uv),
     ]
     return [
-        run_comparison(
+        FIGURE.compare(
+            cfg,
             key="memory",
-            figure="3",
             title=f"memory per pending timer at {n:,} ({WHAT[METHOD]})",
             contenders=cs,
             anchor=ASYNCIO,
-            metric="bytes_per_timer",
-            unit="B/timer",
-            higher_is_better=False,
             reps=cfg.mem_reps,
-            log=cfg.log,
             params={"n": n, "method": METHOD},
-            extra_metrics=["total_mb"],
         )
     ]

@@ -22,8 +22,11 @@ from bench.compare import peers
 from bench.compare.config import Config
 from bench.compare.durable import fresh_db
 from bench.compare.inmemory import BATCH
-from bench.compare.runner import Comparison, Contender, Metrics, run_comparison
+from bench.compare.measure import Comparison, Contender, Figure, Measure, Metrics
 from bench.compare.subject import HANDLER, engine_missing, new_engine, register
+
+#: The figure this module draws: what its comparisons measure.
+FIGURE = Figure("6", Measure("seconds", "s", higher_is_better=False), ("rows",))
 
 
 def _noop(firing: Any) -> None:
@@ -97,19 +100,14 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
         ]
         try:
             comps.append(
-                run_comparison(
+                FIGURE.compare(
+                    cfg,
                     key=f"recovery.{n}",
-                    figure="6",
                     title=f"recovery: start-up with {n:,} pending timers",
                     contenders=cs,
                     anchor=RAW,
-                    metric="seconds",
-                    unit="s",
-                    higher_is_better=False,
                     reps=cfg.rec_reps,
-                    log=cfg.log,
                     params={"n": n, "populate_s": round(populate_s or 0.0, 2)},
-                    extra_metrics=["rows"],
                 )
             )
         finally:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.compare.runner import _short_error
+from bench.compare.measure import short_error
 
 _status: dict[bool, str | None] = {}
 
@@ -62,7 +62,7 @@ def engine_missing(durable: bool = False) -> str | None:
         if not hasattr(wheel_engine.Engine, "schedule"):
             why = "wheel_engine.Engine is still a placeholder (no schedule())"
     except Exception as exc:
-        why = f"cannot import wheel_engine: {_short_error(exc)}"
+        why = f"cannot import wheel_engine: {short_error(exc)}"
     if why is None:
         tmp = None
         try:
@@ -73,7 +73,7 @@ def engine_missing(durable: bool = False) -> str | None:
                 asyncio.run(_probe(None))
         except Exception as exc:
             kind = "durable" if durable else "in-memory"
-            why = f"{kind} engine probe failed: {_short_error(exc)}"
+            why = f"{kind} engine probe failed: {short_error(exc)}"
         finally:
             if tmp:
                 for f in Path(tmp).iterdir():

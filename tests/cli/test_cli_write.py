@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -125,3 +128,65 @@ def test_a_redriven_timer_fires_in_the_service(
     asyncio.run(service())
     assert [f.key for f in fired] == ["dead:bad"]
     assert fired[0].attempt == 1
+
+
+def _foreign_sqlite(path: Path, *, wal: bool) -> None:
+    con = sqlite3.connect(path)
+    if wal:
+        con.execute("PRAGMA journal_mode = WAL")
+    con.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, owner TEXT)")
+    con.execute("INSERT INTO accounts (owner) VALUES ('ann')")
+    con.commit()
+    con.close()
+
+
+FOREIGN: dict[str, Callable[[Path], None]] = {
+    "empty": lambda p: p.write_bytes(b""),
+    "text": lambda p: p.write_text("not a journal\n"),
+    "random": lambda p: p.write_bytes(bytes(range(256)) * 16),
+    "sqlite header only": lambda p: p.write_bytes(b"SQLite format 3\x00"),
+    "other sqlite db": lambda p: _foreign_sqlite(p, wal=False),
+    "other sqlite db in WAL mode": lambda p: _foreign_sqlite(p, wal=True),
+}
+WRITING = [["compact"], ["redrive", "some-key"], ["redrive", "--all-dead"]]
+
+
+@pytest.mark.parametrize("kind", list(FOREIGN))
+@pytest.mark.parametrize("argv", WRITING, ids=" ".join)
+def test_writing_commands_leave_a_foreign_file_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, argv: list[str]
+) -> None:
+    path = tmp_path / "empty.db"
+    FOREIGN[kind](path)
+    old = 1_000_000_000  # an mtime in 2001: any write would move it
+    os.utime(path, (old, old))
+    content = path.read_bytes()
+    assert main([argv[0], str(path), *argv[1:]]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "empty.db" in err
+    assert path.read_bytes() == content
+    assert path.stat().st_mtime == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]  # no -wal, -shm, -lock
+
+
+@pytest.mark.parametrize("argv", WRITING, ids=" ".join)
+def test_writing_commands_create_no_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    path = tmp_path / "missing.db"
+    assert main([argv[0], str(path), *argv[1:]]) == 3
+    err = capsys.readouterr().err
+    assert "no such file" in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_compact_through_a_symlink_to_a_running_engine_s_journal_is_locked(
+    journal_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    link = journal_file.parent / "link.db"
+    link.symlink_to(journal_file)
+    engine = Engine(str(journal_file))
+    async with engine:
+        assert await asyncio.to_thread(main, ["compact", str(link)]) == 4
+    assert "in use by a running engine" in capsys.readouterr().err

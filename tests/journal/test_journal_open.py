@@ -22,14 +22,15 @@ def mode(path: str) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
-async def test_creates_file_wal_and_lock_with_mode_600(db: str) -> None:
+async def test_creates_file_and_wal_with_mode_600_and_no_lock_file(db: str) -> None:
     old = os.umask(0o022)
     try:
         j = await Journal.open(db)
         await j.submit([Schedule("k", 1, "h", 1.0, None, 1.0)])
-        for suffix in ("", "-wal", "-shm", "-lock"):
+        for suffix in ("", "-wal", "-shm"):
             assert os.path.exists(db + suffix), suffix
             assert mode(db + suffix) == 0o600, suffix
+        assert not os.path.exists(db + "-lock")  # the lock is on the journal file itself
         await j.close()
     finally:
         os.umask(old)

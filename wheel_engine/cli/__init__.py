@@ -137,12 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dir", default=None, help="keep the databases in this directory")
     p.add_argument("--no-crash", action="store_true", help="do not kill the worker")
 
+    from wheel_engine.cli.run import BENCH_DESCRIPTION
+
     sub.add_parser(
         "bench",
-        help="the side-by-side benchmark (needs a clone of the repository)",
-        description="Runs bench.compare; every argument after `bench` is passed to it "
-        "(e.g. `wheel-engine bench --quick`, `wheel-engine bench -- --help`).",
-        add_help=False,
+        help="the side-by-side benchmark (a plug-in: pip install wheel-engine-bench)",
+        description=BENCH_DESCRIPTION,
+        add_help=False,  # --help goes to the benchmark's own parser, when it is installed
     )
     return parser
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -116,11 +118,15 @@ async def open_readonly(path: str) -> AsyncIterator[Journal]:
 async def open_engine(path: str) -> AsyncIterator[Engine]:
     """An engine on ``path`` with no handlers: it takes the lock, and fires nothing.
 
-    Timers it recovers stay in the journal untouched (unhandled), exactly as they were.
+    Timers it recovers stay in the journal untouched (unhandled), exactly as they were. Only
+    an existing journal is opened: an engine would make a missing or empty file a journal, so
+    those, and any file a read-only open does not recognise, are refused before the engine
+    touches them (exit 3; the file is left as it was, nothing is created beside it).
     """
     from wheel_engine import Engine
 
     p = existing_journal(path)
+    await asyncio.to_thread(_refuse_foreign, path, p)
     engine = Engine(str(p))
     try:
         await engine.start()
@@ -130,6 +136,29 @@ async def open_engine(path: str) -> AsyncIterator[Engine]:
         yield engine
     finally:
         await engine.close(grace=0.0)
+
+
+def _refuse_foreign(path: str, p: Path) -> None:
+    """A ``CliError`` unless ``p`` holds a journal's tables, found without leaving a trace.
+
+    The connection is ``immutable``: SQLite then takes no lock and makes no ``-wal``/``-shm``
+    (a plain read-only open of a WAL-mode database leaves both behind). It reads only the
+    main file, which is enough: a journal's tables are written there before the file is ever
+    switched to WAL (:func:`journal.schema.ensure_schema`).
+    """
+    from journal.schema import read_meta
+
+    if p.stat().st_size == 0:
+        raise CliError(f"{path}: an empty file, not a wheel-engine journal")
+    uri = "file:" + urllib.parse.quote(os.path.abspath(p)) + "?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+        try:
+            read_meta(con, path)
+        finally:
+            con.close()
+    except (JournalError, sqlite3.DatabaseError) as exc:
+        raise translate_error(path, exc) from exc
 
 
 def decode_payload(payload: bytes | None) -> Any:
