@@ -13,6 +13,7 @@ from hypothesis.stateful import (
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
 from wheel_engine.wheel import TimingWheel, WheelEntry
+from wheel_engine.wheel.invariants import check_invariants
 
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z in milliseconds
 BUDGETS = [1, 1, 1, 2, 3, 512]
@@ -163,7 +164,7 @@ class WheelMachine(RuleBasedStateMachine):
     def matches_model(self) -> None:
         assert len(self.wheel) == len(self.model)
         assert self.wheel.next_tick() == (self.model[0][0] if self.model else None)
-        self.wheel.check_invariants()
+        check_invariants(self.wheel)
 
 
 WheelMachine.TestCase.settings = settings(
@@ -208,7 +209,7 @@ def test_bulk_fires_everything_once_in_order(
         now = max(now, to_tick)
         assert all(key[0] <= now for key in out)
         fired.extend(out)
-        wheel.check_invariants()
+        check_invariants(wheel)
         remaining = [key[0] for key in keys if key not in set(fired)]
         assert wheel.next_tick() == (min(remaining) if remaining else None)
     fired.extend(wheel.advance(max([now, *[key[0] for key in keys]])))
