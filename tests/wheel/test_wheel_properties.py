@@ -1,4 +1,9 @@
-"""Property tests: the timing wheel against a sorted-list reference model."""
+"""Property tests: the timing wheel against a sorted-list reference model.
+
+After every step `check_invariants` recomputes the place of every entry with the production
+slot functions (`slots.level_for`, `slots.slot_for`), so the placement the hot loops inline is
+checked against them.
+"""
 
 from __future__ import annotations
 

@@ -52,3 +52,18 @@ def test_without_work_the_crossing_finishes_the_staging() -> None:
     assert wheel.advance(8192) == [8192]
     assert wheel.moves - before == 2000 - 512 + 32  # the rest of slot 2, then level-1 slot 129
     check_invariants(wheel)
+
+
+def test_the_swapped_in_levels_hold_the_slot_at_its_final_depth() -> None:
+    wheel: TimingWheel[int] = TimingWheel(now_tick=0, budget=512)
+    for tick in TICKS:
+        wheel.insert(tick, 0, tick)
+    wheel.advance(4096)
+    while wheel.work():
+        pass
+    assert wheel.advance(8192) == [8192]
+    level0, level1 = wheel._levels[0], wheel._levels[1]
+    assert sum(map(len, level0.slots)) == 31  # 8194 .. 8254
+    sizes = [len(bucket) for bucket in level1.slots]
+    # slot 1 was staged again right away (the next level-1 slot after the cursor's)
+    assert sizes[2:62] == [32] * 60 and sizes[62] == 16 and sizes[1] == 0

@@ -18,17 +18,18 @@ at ticks ``8192 + 2*i`` for ``i`` in ``0 .. 1999``, i.e. ``8192 .. 12190``.
 2. ``advance(4096)``: nothing comes out; the cursor (``elapsed`` 4097) enters level-2 slot 1,
    which marks levels 1 and 2 pending. The budget at the end of the call finds level 1 with
    nothing to stage (its slot after the cursor's is empty) and, at level 2, targets slot 2:
-   ``staged_key[2] = 2``. It moves 512 entries, each placed relative to the slot's start 8192:
-   ``8192 .. 8255`` into staging level 0 (one tick per slot), the others into staging level 1
-   (slot ``(tick >> 6) & 63``). Three more budgets (``work()`` in idle time, or later
-   advances) move 512, 512 and 464; the live slot is then empty but its occupancy bit stays
-   set, since ``staged_count[2] == 2000``.
+   ``staged_key[2] = 2``. It moves 512 entries (the latest inserted first), each placed
+   relative to the slot's start 8192: a tick in ``8192 .. 8255`` into staging level 0 (one
+   tick per slot), any other into staging level 1 (slot ``(tick >> 6) & 63``). Three more
+   budgets (``work()`` in idle time, or later advances) move 512, 512 and 464; the live slot
+   is then empty but its occupancy bit stays set, since ``staged_count[2] == 2000``.
 3. ``advance(8192)`` reaches slot 2's start: its staging is complete, so :meth:`Staging.cross`
    swaps staging levels 0 and 1 with the empty live levels 0 and 1 (``elapsed = 8192``) and
-   the loop of ``advance`` goes on in level 0: tick 8192 comes out. Live level 0 holds the 32
-   timers of ``8192 .. 8255``, live level 1 slots 1 .. 63 hold 32 timers each; no entry moved.
-4. The budget at the end of that call stages the next level-1 slot: 129 (ticks ``8256 ..
-   8319``, 32 entries, one budget). Level 2's next slot, 3, is empty: nothing to stage there.
+   the loop of ``advance`` goes on in level 0: tick 8192 comes out. Live level 0 held the 32
+   timers of ``8192 .. 8254``, live level 1 holds 32 in each of slots 1 .. 61 and 16 in slot
+   62 (``12160 .. 12190``); no entry moved.
+4. The budget at the end of that call stages the next level-1 slot, ticks ``8256 .. 8319``
+   (32 entries, within one budget). Level 2's next slot, 3, is empty: nothing to stage there.
 
 Had ``work()`` not been called and no advance come between 4096 and 8192, step 3 would find
 the staging unfinished and move the remaining entries then: an ``advance`` does at most its
