@@ -193,7 +193,7 @@ class Staging(Generic[T]):
                 occupied = lower.occupied
                 slots = lower.slots
                 while occupied:
-                    index = lowest_slot(occupied)
+                    index = (occupied & -occupied).bit_length() - 1  # lowest_slot, inlined
                     occupied &= occupied - 1  # clear the lowest set bit
                     entries.extend(slots[index])
                     slots[index] = {}
