@@ -7,6 +7,7 @@ import random
 import pytest
 
 from wheel_engine.wheel import TimingWheel, WheelEntry
+from wheel_engine.wheel.invariants import check_invariants, is_staged
 
 EPOCH_MS = 1_767_225_600_000
 
@@ -20,7 +21,7 @@ def test_empty_wheel() -> None:
     assert wheel.now == 10  # never goes back
     assert wheel.advance(EPOCH_MS) == []
     assert wheel.now == EPOCH_MS
-    wheel.check_invariants()
+    check_invariants(wheel)
 
 
 def test_levels_must_be_positive() -> None:
@@ -96,7 +97,7 @@ def test_horizon_boundary(start: int, levels: int) -> None:
     ticks = [tick for tick in ticks if tick > start]  # a tick <= now is due at once
     for i, tick in enumerate(ticks):
         wheel.insert(tick, i, tick)
-    wheel.check_invariants()
+    check_invariants(wheel)
     fired: list[int] = []
     while wheel.next_tick() is not None:
         nxt = wheel.next_tick()
@@ -105,7 +106,7 @@ def test_horizon_boundary(start: int, levels: int) -> None:
         out = wheel.advance(nxt)
         assert out and all(tick == nxt for tick in out)
         fired.extend(out)
-        wheel.check_invariants()
+        check_invariants(wheel)
     assert fired == sorted(ticks)
 
 
@@ -147,7 +148,7 @@ def test_next_tick_cache_follows_insert_and_remove() -> None:
 
 def _staged(wheel: TimingWheel[int], entry: WheelEntry[int]) -> bool:
     """Whether ``entry`` sits in a staging level (white-box, for these tests only)."""
-    return entry.where >= 0 and wheel._all[entry.where].owner > 0
+    return is_staged(wheel, entry)
 
 
 def test_partly_staged_slot_insert_remove_and_next_tick() -> None:
@@ -160,34 +161,34 @@ def test_partly_staged_slot_insert_remove_and_next_tick() -> None:
     staged = [e for e in entries if _staged(wheel, e)]
     live = [e for e in entries if not _staged(wheel, e)]
     assert len(staged) == 3 and len(live) == 7
-    wheel.check_invariants()
+    check_invariants(wheel)
     # Inserted into the slot being staged: straight to the staging levels, no move counted.
     late = wheel.insert(4096 + 5, 7, 7)
     assert _staged(wheel, late) and wheel.moves == 3
     assert wheel.next_tick() == 4096 + 5
     assert wheel.remove(late) and wheel.remove(staged[0]) and wheel.remove(live[0])
     assert not wheel.remove(staged[0])
-    wheel.check_invariants()
+    check_invariants(wheel)
     # The slot's live part emptied by removes: it still counts as occupied (staged entries).
     for entry in live[1:]:
         assert wheel.remove(entry)
-    wheel.check_invariants()
+    check_invariants(wheel)
     assert wheel.advance(2) == [] and wheel.moves == 3
     assert wheel.next_tick() == min(e.tick for e in entries if e.active)
     sixth = wheel.insert(4096 + 5, 6, 6)
     assert wheel.remove(staged[1]) and wheel.remove(staged[2])
-    wheel.check_invariants()
+    check_invariants(wheel)
     expected = sorted((e.tick, e.seq, e.item) for e in [*entries, sixth] if e.active)
     assert wheel.next_tick() == expected[0][0]
     # The crossing finds the staging unfinished: it finishes it, then swaps levels.
     assert wheel.advance(4095) == []
-    wheel.check_invariants()
+    check_invariants(wheel)
     assert wheel.work() is False
     fired: list[int] = []
     while (tick := wheel.next_tick()) is not None:
         assert wheel.advance(tick - 1) == []
         fired.extend(wheel.advance(tick))
-        wheel.check_invariants()
+        check_invariants(wheel)
     assert fired == [key[2] for key in expected]
 
 
@@ -241,7 +242,7 @@ def test_quiet_wheel_stages_through_work_not_at_the_crossing() -> None:
         if not more:
             break
     assert calls >= 48 and wheel.moves == 5000
-    wheel.check_invariants()
+    check_invariants(wheel)
     before = wheel.moves
     assert wheel.advance(8192) == [0, 4096]
     assert wheel.moves - before <= 100

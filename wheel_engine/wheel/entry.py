@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -12,6 +13,11 @@ DETACHED = -1
 DUE = -2
 #: ``WheelEntry.where`` for an entry beyond the top level's horizon, waiting in the overflow heap.
 OVERFLOW = -3
+
+#: Sort key of the entries of one tick: by ``seq``.
+by_seq = attrgetter("seq")
+#: Sort key of entries of several ticks: by ``(tick, seq)``, the order the wheel hands out.
+by_tick_seq = attrgetter("tick", "seq")
 
 
 class WheelEntry(Generic[T]):

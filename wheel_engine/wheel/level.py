@@ -2,60 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Generic, TypeVar
 
-from .entry import DETACHED, WheelEntry
+from .entry import WheelEntry
+from .slots import SLOT_BITS, SLOT_MASK, SLOTS
 
 T = TypeVar("T")
-
-#: Bits of the tick consumed by one level; a level has ``1 << SLOT_BITS`` slots.
-SLOT_BITS = 6
-SLOTS = 1 << SLOT_BITS
-SLOT_MASK = SLOTS - 1
 
 
 class Level(Generic[T]):
     """Slots of one level, each an insertion-ordered ``dict`` used as a set of entries.
 
     Level ``n`` holds entries whose tick first differs from the wheel's cursor in bits
-    ``6n .. 6n+5``; the slot index is those six bits, ``(tick >> 6n) & 63``. Slot ``s`` is
+    ``6n .. 6n+5``; the slot index is those six bits (:func:`~.slots.slot_for`). Slot ``s`` is
     non-empty exactly when bit ``s`` of :attr:`occupied` is set, so the first non-empty slot is
-    found with bit arithmetic instead of a scan. A dict gives O(1) insert and O(1) removal by
-    entry (entries hash by identity); measured in CPython 3.11 it is as fast as an intrusive
-    doubly linked list and simpler to drain.
+    found with bit arithmetic instead of a scan (:func:`~.slots.lowest_slot`). A dict gives O(1)
+    insert and O(1) removal by entry (entries hash by identity); measured in CPython 3.11 it is
+    as fast as an intrusive doubly linked list and simpler to drain.
 
-    ``ident`` is this object's index in the wheel's table of levels: an entry's ``where`` holds
-    it, so :meth:`TimingWheel.remove` finds the slot in O(1) whatever role the object has.
-    ``owner`` is 0 for a live level of the wheel, or ``L`` while this object is a *staging*
-    level of the level-``L`` slot being staged (see ``TimingWheel``); a staging level and the
-    live level it will replace have the same ``shift``, so the two objects can swap roles.
+    ``ident`` is this object's index in the wheel's table of level objects: an entry's ``where``
+    holds it, so :meth:`TimingWheel.remove` finds the slot in O(1) whatever role the object has.
+    ``staging_for`` is 0 while this object is a live level of the wheel, or ``L`` while it is one
+    of the staging levels of level ``L``'s staged slot (see :mod:`.staging`); a staging level
+    and the live level it will replace have the same ``shift``, so the two can swap roles.
     """
 
-    __slots__ = ("ident", "occupied", "owner", "shift", "slots")
+    __slots__ = ("ident", "occupied", "shift", "slots", "staging_for")
 
-    def __init__(self, number: int, ident: int | None = None, owner: int = 0) -> None:
+    def __init__(self, number: int, ident: int | None = None, staging_for: int = 0) -> None:
         self.shift = number * SLOT_BITS
         self.ident = number if ident is None else ident
-        self.owner = owner
+        self.staging_for = staging_for
         self.slots: list[dict[WheelEntry[T], None]] = [{} for _ in range(SLOTS)]
         self.occupied = 0
-
-    def add(self, entry: WheelEntry[T], slot: int) -> None:
-        self.slots[slot][entry] = None
-        self.occupied |= 1 << slot
-
-    def discard(self, entry: WheelEntry[T]) -> None:
-        slot = entry.slot
-        bucket = self.slots[slot]
-        del bucket[entry]
-        if not bucket:
-            self.occupied &= ~(1 << slot)
-        entry.where = DETACHED
-
-    def first_slot(self) -> int:
-        """Index of the lowest non-empty slot; only call when :attr:`occupied` is non-zero."""
-        occupied = self.occupied
-        return (occupied & -occupied).bit_length() - 1
 
     def take(self, slot: int) -> list[WheelEntry[T]]:
         """Empty ``slot`` and return its entries (still marked as in this level)."""
@@ -68,3 +48,22 @@ class Level(Generic[T]):
     def min_tick(self, slot: int) -> int:
         """The earliest tick in ``slot`` (a scan of that one slot's entries)."""
         return min(entry.tick for entry in self.slots[slot])
+
+
+def spread(entries: Iterable[WheelEntry[T]], levels: Sequence[Level[T]], origin: int) -> None:
+    """File each entry into ``levels`` (indexed by level number) where it belongs relative to
+    the cursor ``origin``: the cascade of a slot (``levels`` the live levels, ``origin`` the
+    slot's start) and the staging of one (``levels`` its staging levels).
+
+    Every entry must be at or after ``origin`` and below ``len(levels)`` levels from it (true
+    of the entries of one slot of level ``len(levels)``). This is the hottest loop of a cascade,
+    so :func:`~.slots.level_for` and :func:`~.slots.slot_for` are inlined here.
+    """
+    for entry in entries:
+        tick = entry.tick
+        lower = levels[(((tick ^ origin) | SLOT_MASK).bit_length() - 1) // SLOT_BITS]  # level_for
+        index = (tick >> lower.shift) & SLOT_MASK  # slot_for
+        entry.where = lower.ident
+        entry.slot = index
+        lower.slots[index][entry] = None
+        lower.occupied |= 1 << index

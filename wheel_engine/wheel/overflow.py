@@ -72,3 +72,18 @@ class OverflowHeap(Generic[T]):
             else:
                 self._dead -= 1
         return out
+
+    def take_block(
+        self, top_shift: int, target: int
+    ) -> tuple[int, int, list[WheelEntry[T]]] | None:
+        """Remove the block of ``1 << top_shift`` ticks that holds the earliest live entry, if
+        it starts at or before ``target``: ``(start, end, its entries in (tick, seq) order)``.
+        None (and nothing removed) if the heap is empty or the block starts after ``target``."""
+        first = self.min_tick()
+        if first is None:
+            return None
+        start = (first >> top_shift) << top_shift
+        if start > target:
+            return None
+        end = start + (1 << top_shift)
+        return start, end, self.pop_before(end)
