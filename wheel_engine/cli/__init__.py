@@ -40,9 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", default=False, help=argparse.SUPPRESS)
     parser.add_argument("-v", "--verbose", action="store_true", help="log INFO to stderr")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
-    from wheel_engine import __version__
+    from wheel_engine import COMPILED, __version__
 
-    parser.add_argument("--version", action="version", version=f"wheel-engine {__version__}")
+    version = f"wheel-engine {__version__} ({'compiled' if COMPILED else 'pure Python'})"
+    parser.add_argument("--version", action="version", version=version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def db(p: argparse.ArgumentParser) -> None:
