@@ -105,11 +105,18 @@ class PostgresStore:
             open=False,
             name=f"wheel-engine {leases_node}",
         )
+        # One plain connection first: a wrong URL or a missing database fails at once with
+        # the server's own words, where the pool would retry until its timeout.
+        with translated(where, "connecting"):
+            first = await psycopg.AsyncConnection.connect(
+                url, connect_timeout=int(CONNECT_TIMEOUT), **CONNECTION_KWARGS
+            )
+        async with first:
+            with translated(where, "creating or checking the schema"):
+                count = await migrate(first, partitions)
         try:
             with translated(where, "connecting"):
                 await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
-            async with _checkout(pool, where, "creating or checking the schema") as conn:
-                count = await migrate(conn, partitions)
         except BaseException:
             await pool.close()
             raise

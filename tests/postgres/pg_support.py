@@ -45,3 +45,13 @@ def row_of(url: str, key: str) -> dict[str, Any]:
     assert rows, key
     names = ("version", "state", "attempts", "run_epoch", "due", "cancel_requested", "error")
     return dict(zip(names, rows[0], strict=True))
+
+
+async def balance(*stores: PostgresStore) -> None:
+    """Lease rounds, releasing surpluses, until every partition is held and shares are fair."""
+    for _ in range(4):
+        for store in stores:
+            change = await store.maintain()
+            await store.release(store.leases.surplus(change.live_nodes))
+    for store in stores:
+        await store.maintain()
