@@ -16,11 +16,10 @@ import psycopg
 from journal.errors import JournalError
 from journal.postgres import reads, writes
 from journal.postgres.errors import describe, translated
-from journal.postgres.partitioning import partition_of
 from journal.postgres.reads import Summary
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import read_partitions_sync
-from journal.postgres.writes import CancelOutcome, OnConflict, Scheduled, ScheduleRequest
+from journal.postgres.writes import CancelOutcome, Requests, Scheduled, ScheduleRequest
 
 __all__ = ["PostgresClient"]
 
@@ -28,14 +27,18 @@ __all__ = ["PostgresClient"]
 CONNECT_TIMEOUT = 10
 
 
-class PostgresClient:
+class PostgresClient(Requests):
     """An open client. Create with :meth:`connect`; close with :meth:`close`."""
 
     def __init__(self, url: str, conn: psycopg.Connection[Any], partitions: int) -> None:
         self.url = url
         self.where = describe(url)
-        self.partitions = partitions
+        self._partitions = partitions
         self._conn = conn
+
+    @property
+    def partitions(self) -> int:
+        return self._partitions
 
     @classmethod
     def connect(cls, url: str) -> PostgresClient:
@@ -64,18 +67,6 @@ class PostgresClient:
     def summary(self) -> Summary:
         with translated(self.where, "reading the summary"):
             return reads.summary_sync(self._conn)
-
-    def request(
-        self,
-        key: str,
-        handler: str,
-        due: float,
-        payload: bytes | None = None,
-        on_conflict: OnConflict = "replace",
-    ) -> ScheduleRequest:
-        return ScheduleRequest(
-            key, partition_of(key, self.partitions), handler, due, payload, on_conflict
-        )
 
     def schedule_many(self, requests: Sequence[ScheduleRequest]) -> list[Scheduled]:
         with translated(self.where, "scheduling"):

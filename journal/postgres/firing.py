@@ -24,10 +24,11 @@ from typing import Any, Final, NamedTuple
 
 from psycopg import AsyncConnection
 
+from journal.postgres.rows import arrays
 from journal.postgres.schema import DB_NOW
 from journal.state import CANCELED, DEAD, PENDING, STATE_CODE, SUCCEEDED
 
-__all__ = ["AttemptResult", "Claimed", "Outcome", "attempt", "finish", "give_up"]
+__all__ = ["AttemptResult", "Claimed", "Outcome", "attempt", "finish", "give_up", "unclaim"]
 
 _ATTEMPT: Final = (
     "WITH req AS (SELECT * FROM unnest(%(keys)s::text[], %(versions)s::bigint[],"
@@ -67,6 +68,15 @@ _GIVE_UP: Final = (
     " JOIN wheel_partitions p ON p.partition = o.partition AND p.epoch = o.epoch"
     f"  AND p.owner = %(node)s AND p.lease_until > {DB_NOW}"
     " WHERE t.key = o.key AND t.version = o.version AND t.state = 0"
+    " RETURNING t.key"
+)
+_UNCLAIM: Final = (
+    "UPDATE wheel_timers t SET state = 0, attempts = t.attempts - 1,"
+    " first_attempt_at = CASE WHEN t.attempts = 1 THEN NULL ELSE t.first_attempt_at END"
+    " FROM unnest(%(keys)s::text[], %(versions)s::bigint[], %(epochs)s::bigint[])"
+    "   AS o(key, version, epoch)"
+    " WHERE t.key = o.key AND t.version = o.version AND t.state = 1 AND t.run_epoch = o.epoch"
+    " AND NOT t.cancel_requested"
     " RETURNING t.key"
 )
 #: The states an outcome may set, and whether it needs a new due time.
@@ -113,13 +123,7 @@ async def attempt(
     """Claim ``(key, version, partition, epoch)`` requests in one statement (see module doc)."""
     if not requests:
         return AttemptResult([], [], None)
-    params = {
-        "node": node,
-        "keys": [r[0] for r in requests],
-        "versions": [r[1] for r in requests],
-        "parts": [r[2] for r in requests],
-        "epochs": [r[3] for r in requests],
-    }
+    params = arrays(requests, ("keys", "versions", "parts", "epochs"), node=node)
     cur = await conn.execute(_ATTEMPT, params)
     claimed: list[Claimed] = []
     early: list[tuple[str, float]] = []
@@ -152,14 +156,8 @@ async def finish(conn: AsyncConnection[Any], outcomes: Sequence[Outcome]) -> set
         _check(outcome)
     if not outcomes:
         return set()
-    params = {
-        "keys": [o.key for o in outcomes],
-        "versions": [o.version for o in outcomes],
-        "epochs": [o.epoch for o in outcomes],
-        "states": [STATE_CODE[o.state] for o in outcomes],
-        "errors": [o.error for o in outcomes],
-        "dues": [o.due for o in outcomes],
-    }
+    rows = [(o.key, o.version, o.epoch, STATE_CODE[o.state], o.error, o.due) for o in outcomes]
+    params = arrays(rows, ("keys", "versions", "epochs", "states", "errors", "dues"))
     cur = await conn.execute(_FINISH, params)
     return {key for (key,) in await cur.fetchall()}
 
@@ -177,13 +175,21 @@ async def give_up(
     """
     if not requests:
         return set()
-    params = {
-        "node": node,
-        "keys": [r[0] for r in requests],
-        "versions": [r[1] for r in requests],
-        "parts": [r[2] for r in requests],
-        "epochs": [r[3] for r in requests],
-        "errors": [r[4] for r in requests],
-    }
+    params = arrays(requests, ("keys", "versions", "parts", "epochs", "errors"), node=node)
     cur = await conn.execute(_GIVE_UP, params)
+    return {key for (key,) in await cur.fetchall()}
+
+
+async def unclaim(conn: AsyncConnection[Any], claims: Sequence[tuple[str, int, int]]) -> set[str]:
+    """Give back ``(key, version, epoch)`` attempts whose handlers never started: PENDING
+    again, the attempt not charged (guarantee 5). Fenced like :func:`finish`; returns the keys
+    given back. For a batch claimed while the node was closing, and after an :func:`attempt`
+    call that failed without an answer (its commit may or may not have happened: whatever it
+    claimed must not stay RUNNING under a live owner, where no takeover would ever reset it).
+    A row whose cancel was requested meanwhile stays RUNNING: finish it as CANCELED.
+    """
+    if not claims:
+        return set()
+    params = arrays(claims, ("keys", "versions", "epochs"))
+    cur = await conn.execute(_UNCLAIM, params)
     return {key for (key,) in await cur.fetchall()}

@@ -6,11 +6,12 @@ The loader, the change feed and ``lookup`` all select :data:`COLUMNS` and build 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
 from journal.state import STATES, TimerRow
 
-__all__ = ["COLUMNS", "StoredTimer", "stored"]
+__all__ = ["COLUMNS", "StoredTimer", "arrays", "stored"]
 
 #: The columns every reader selects, in :class:`StoredTimer` field order (prefix ``t.``).
 COLUMNS: Final = (
@@ -73,3 +74,13 @@ def stored(row: Any) -> StoredTimer:
         row[12],
         row[13],
     )
+
+
+def arrays(rows: Sequence[Sequence[Any]], names: Sequence[str], **scalars: Any) -> dict[str, Any]:
+    """Parameters for ``unnest(%(name)s, ...)``: column ``i`` of ``rows`` as a list named
+    ``names[i]``, plus ``scalars``. A batch goes to the server as one array per column."""
+    columns: list[list[Any]] = [[] for _ in names]
+    for row in rows:
+        for column, value in zip(columns, row, strict=True):
+            column.append(value)
+    return {**dict(zip(names, columns, strict=True)), **scalars}

@@ -36,11 +36,10 @@ from journal.postgres.feed import ChangeFeed, Listener
 from journal.postgres.firing import AttemptResult, Outcome
 from journal.postgres.leases import DEFAULT_LEASE, LeaseChange, Leases
 from journal.postgres.loader import DEFAULT_HORIZON, Horizon
-from journal.postgres.partitioning import partition_of
 from journal.postgres.reads import Summary
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import migrate
-from journal.postgres.writes import CancelOutcome, OnConflict, Scheduled, ScheduleRequest
+from journal.postgres.writes import CancelOutcome, Requests, Scheduled, ScheduleRequest
 
 __all__ = ["PostgresStore", "default_node", "is_postgres_url"]
 
@@ -65,7 +64,7 @@ def default_node() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-class PostgresStore:
+class PostgresStore(Requests):
     """An open store. Create with :meth:`open`; close with :meth:`close`."""
 
     def __init__(
@@ -138,9 +137,6 @@ class PostgresStore:
     def partitions(self) -> int:
         return self.leases.partitions
 
-    def partition_of(self, key: str) -> int:
-        return partition_of(key, self.leases.partitions)
-
     def held(self) -> list[int]:
         """Partitions this node may fire in now (lease held and not near its end)."""
         return sorted(p for p in self.leases.owned if self.leases.usable(p))
@@ -158,17 +154,6 @@ class PostgresStore:
             return await self.leases.release(conn, partitions)
 
     # -- writes --------------------------------------------------------------------------------
-
-    def request(
-        self,
-        key: str,
-        handler: str,
-        due: float,
-        payload: bytes | None = None,
-        on_conflict: OnConflict = "replace",
-    ) -> ScheduleRequest:
-        """A :class:`ScheduleRequest` for ``key`` in its partition."""
-        return ScheduleRequest(key, self.partition_of(key), handler, due, payload, on_conflict)
 
     async def schedule_many(self, requests: Sequence[ScheduleRequest]) -> list[Scheduled]:
         """Insert or replace timers, all in one transaction (see ``writes``)."""
@@ -201,6 +186,13 @@ class PostgresStore:
         """Record outcomes, fenced; returns the keys accepted (see ``firing``)."""
         async with self._connection("committing outcomes") as conn:
             return await firing.finish(conn, outcomes)
+
+    async def unclaim(self, timers: Sequence[tuple[str, int]]) -> set[str]:
+        """``(key, version)`` claimed by this node whose handlers never started: PENDING again,
+        uncharged (see ``firing.unclaim``). Safe after a failed :meth:`attempt`."""
+        claims = [(k, v, f[3]) for k, v in timers if (f := self._fenced(k, v)) is not None]
+        async with self._connection("giving back attempts") as conn:
+            return await firing.unclaim(conn, claims)
 
     async def give_up(self, timers: Sequence[tuple[str, int, str]]) -> set[str]:
         """``(key, version, error)``: PENDING to DEAD without an attempt (see ``firing``)."""

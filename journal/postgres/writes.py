@@ -21,11 +21,13 @@ from typing import Any, Final, Literal, NamedTuple
 from psycopg import AsyncConnection, Connection
 
 from journal.postgres.errors import LiveKeyConflict
-from journal.postgres.rows import COLUMNS, StoredTimer, stored
+from journal.postgres.partitioning import partition_of
+from journal.postgres.rows import COLUMNS, StoredTimer, arrays, stored
 from journal.postgres.schema import DB_NOW, NOTIFY_CHANNEL
 
 __all__ = [
     "CancelOutcome",
+    "Requests",
     "ScheduleRequest",
     "Scheduled",
     "cancel",
@@ -95,6 +97,30 @@ class Scheduled(NamedTuple):
     kept: bool
 
 
+class Requests:
+    """``request()`` for a handle that knows the journal's partition count (store, client)."""
+
+    __slots__ = ()
+
+    @property
+    def partitions(self) -> int:
+        raise NotImplementedError
+
+    def partition_of(self, key: str) -> int:
+        return partition_of(key, self.partitions)
+
+    def request(
+        self,
+        key: str,
+        handler: str,
+        due: float,
+        payload: bytes | None = None,
+        on_conflict: OnConflict = "replace",
+    ) -> ScheduleRequest:
+        """A :class:`ScheduleRequest` for ``key`` in its partition."""
+        return ScheduleRequest(key, self.partition_of(key), handler, due, payload, on_conflict)
+
+
 def _rounds(requests: Sequence[ScheduleRequest]) -> list[list[ScheduleRequest]]:
     """Split into consecutive runs of one policy kind with distinct keys: one ON CONFLICT
     statement may not touch a row twice, and later requests must see earlier ones."""
@@ -114,13 +140,8 @@ def _rounds(requests: Sequence[ScheduleRequest]) -> list[list[ScheduleRequest]]:
 
 def _upsert(batch: list[ScheduleRequest]) -> tuple[str, dict[str, Any]]:
     statement = _REPLACE if batch[0].on_conflict == "replace" else _UNLESS_LIVE
-    return statement, {
-        "keys": [r.key for r in batch],
-        "parts": [r.partition for r in batch],
-        "handlers": [r.handler for r in batch],
-        "dues": [r.due for r in batch],
-        "payloads": [r.payload for r in batch],
-    }
+    rows = [r[:5] for r in batch]  # key, partition, handler, due, payload
+    return statement, arrays(rows, ("keys", "parts", "handlers", "dues", "payloads"))
 
 
 def _check_policy(requests: Sequence[ScheduleRequest]) -> None:

@@ -141,3 +141,25 @@ async def test_give_up_makes_a_pending_timer_dead_without_an_attempt(pg_url: str
         assert await s.give_up([("k", t.timer.version, "again")]) == set()
     finally:
         await s.close()
+
+
+async def test_an_attempt_whose_handler_never_started_is_given_back_uncharged(
+    pg_url: str,
+) -> None:
+    s = await open_store(pg_url, "a")
+    try:
+        await s.maintain()
+        past = db_now(pg_url) - 1
+        done = await s.schedule_many([s.request(k, "h", past) for k in ("k", "c")])
+        pairs = [(d.timer.key, d.timer.version) for d in done]
+        assert len((await s.attempt(pairs)).claimed) == 2
+        assert await s.cancel("c") == "CANCEL_REQUESTED"
+        assert await s.unclaim(pairs) == {"k"}  # "c" stays for its owner to finish CANCELED
+        row = row_of(pg_url, "k")
+        assert (row["state"], row["attempts"]) == (0, 0)
+        assert sql(pg_url, "SELECT first_attempt_at FROM wheel_timers WHERE key = 'k'") == [(None,)]
+        assert await s.unclaim(pairs) == set()
+        [again] = (await s.attempt(pairs[:1])).claimed
+        assert again.attempt == 1
+    finally:
+        await s.close()
