@@ -94,16 +94,9 @@ class PostgresStore(Requests):
         """Connect, create or upgrade the schema, and start listening. Takes no partition yet:
         call :meth:`maintain`. ``partitions`` applies only when the journal is created."""
         where = describe(url)
-        leases_node = default_node() if node is None else node
-        pool = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=pool_size,
-            kwargs=CONNECTION_KWARGS,
-            timeout=CONNECT_TIMEOUT,
-            open=False,
-            name=f"wheel-engine {leases_node}",
-        )
+        # Bad arguments raise before anything is created (the count is the journal's own).
+        leases = Leases(default_node() if node is None else node, 1, lease)
+        loaded = Horizon(horizon)
         # One plain connection first: a wrong URL or a missing database fails at once with
         # the server's own words, where the pool would retry until its timeout.
         with translated(where, "connecting"):
@@ -112,18 +105,30 @@ class PostgresStore(Requests):
             )
         async with first:
             with translated(where, "creating or checking the schema"):
-                count = await migrate(first, partitions)
+                leases.partitions = await migrate(first, partitions)
+        pool = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs=CONNECTION_KWARGS,
+            timeout=CONNECT_TIMEOUT,
+            open=False,
+            name=f"wheel-engine {leases.node}",
+        )
         try:
             with translated(where, "connecting"):
                 await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
         except BaseException:
             await pool.close()
             raise
-        store = cls(url, pool, Leases(leases_node, count, lease), Horizon(horizon))
+        store = cls(url, pool, leases, loaded)
         if listen:
             store.listener.start()
         logger.info(
-            "PostgreSQL journal open as node %s, %d partitions: %s", leases_node, count, where
+            "PostgreSQL journal open as node %s, %d partitions: %s",
+            leases.node,
+            leases.partitions,
+            where,
         )
         return store
 

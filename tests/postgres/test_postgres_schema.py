@@ -67,3 +67,11 @@ def test_an_unreachable_server_is_one_clear_error_without_the_password() -> None
     with pytest.raises(JournalError) as info:
         PostgresClient.connect(url)
     assert "127.0.0.1:1/nothing" in str(info.value) and "secret" not in str(info.value)
+
+
+async def test_bad_arguments_raise_before_anything_is_created(pg_url: str) -> None:
+    for bad in ({"lease": 0.0}, {"lease": float("nan")}, {"horizon": -1.0}, {"node": ""}):
+        kw = {"node": "a", **bad}
+        with pytest.raises(ValueError):
+            await open_store(pg_url, **kw)  # type: ignore[arg-type]
+    assert sql(pg_url, "SELECT to_regclass('wheel_meta') IS NULL") == [(True,)]
