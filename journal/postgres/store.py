@@ -1,0 +1,299 @@
+"""``PostgresStore``: one node's handle on a PostgreSQL journal shared by several nodes.
+
+It composes the concepts of this package over one ``AsyncConnectionPool`` (autocommit,
+prepared statements off so it works behind PgBouncer in transaction mode) and one separate
+LISTEN connection:
+
+- :mod:`~journal.postgres.schema` (created or upgraded at :meth:`PostgresStore.open`),
+- :mod:`~journal.postgres.leases` (:meth:`maintain`, :meth:`release`),
+- :mod:`~journal.postgres.writes` (:meth:`schedule_many`, :meth:`cancel`, :meth:`redrive`),
+- :mod:`~journal.postgres.firing` (:meth:`attempt`, :meth:`finish`, :meth:`give_up`),
+- :mod:`~journal.postgres.loader` (:meth:`refill`, :meth:`catch_up`),
+- :mod:`~journal.postgres.feed` (:meth:`changes`, :meth:`wait`),
+- :mod:`~journal.postgres.pruning` (:meth:`prune`), :mod:`~journal.postgres.reads`.
+
+It holds no timers: the engine keeps its wheel and calls these. Every driver error comes out as
+:class:`~journal.postgres.errors.StoreUnavailable` (a ``JournalError``). Not thread-safe: use
+it from the event loop that opened it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Final
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from journal.errors import JournalError
+from journal.postgres import firing, pruning, reads, writes
+from journal.postgres.errors import describe, translated
+from journal.postgres.feed import ChangeFeed, Listener
+from journal.postgres.firing import AttemptResult, Outcome
+from journal.postgres.leases import DEFAULT_LEASE, LeaseChange, Leases
+from journal.postgres.loader import DEFAULT_HORIZON, Horizon
+from journal.postgres.reads import Summary
+from journal.postgres.rows import StoredTimer
+from journal.postgres.schema import migrate
+from journal.postgres.writes import CancelOutcome, Requests, Scheduled, ScheduleRequest
+
+__all__ = ["PostgresStore", "default_node", "is_postgres_url"]
+
+logger = logging.getLogger(__name__)
+
+#: Connections in the pool: the engine's writes, attempts and outcomes run concurrently.
+DEFAULT_POOL_SIZE: Final = 4
+#: Seconds to wait for the first connection at open, and for a free one later.
+CONNECT_TIMEOUT: Final = 10.0
+#: Options for every connection: autocommit (each statement its own transaction unless a
+#: ``transaction()`` block says otherwise) and no server-side prepared statements.
+CONNECTION_KWARGS: Final[dict[str, Any]] = {"autocommit": True, "prepare_threshold": None}
+
+
+def is_postgres_url(target: str) -> bool:
+    """True for a ``postgresql://`` or ``postgres://`` URL (what selects this journal)."""
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def default_node() -> str:
+    """The node name when none is given: host name and process id (unique per process)."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class PostgresStore(Requests):
+    """An open store. Create with :meth:`open`; close with :meth:`close`."""
+
+    def __init__(
+        self, url: str, pool: AsyncConnectionPool, leases: Leases, horizon: Horizon
+    ) -> None:
+        self.url = url
+        self.where = describe(url)
+        self.leases = leases
+        self.horizon = horizon
+        self.feed = ChangeFeed()
+        self.listener = Listener(url)
+        self._pool = pool
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        node: str | None = None,
+        lease: float = DEFAULT_LEASE,
+        horizon: float = DEFAULT_HORIZON,
+        partitions: int | None = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        listen: bool = True,
+    ) -> PostgresStore:
+        """Connect, create or upgrade the schema, and start listening. Takes no partition yet:
+        call :meth:`maintain`. ``partitions`` applies only when the journal is created."""
+        where = describe(url)
+        # Bad arguments raise before anything is created (the count is the journal's own).
+        leases = Leases(default_node() if node is None else node, 1, lease)
+        loaded = Horizon(horizon)
+        # One plain connection first: a wrong URL or a missing database fails at once with
+        # the server's own words, where the pool would retry until its timeout.
+        with translated(where, "connecting"):
+            first = await psycopg.AsyncConnection.connect(
+                url, connect_timeout=int(CONNECT_TIMEOUT), **CONNECTION_KWARGS
+            )
+        async with first:
+            with translated(where, "creating or checking the schema"):
+                leases.partitions = await migrate(first, partitions)
+        pool = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs=CONNECTION_KWARGS,
+            timeout=CONNECT_TIMEOUT,
+            open=False,
+            name=f"wheel-engine {leases.node}",
+        )
+        try:
+            with translated(where, "connecting"):
+                await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except BaseException:
+            await pool.close()
+            raise
+        store = cls(url, pool, leases, loaded)
+        if listen:
+            store.listener.start()
+        logger.info(
+            "PostgreSQL journal open as node %s, %d partitions: %s",
+            leases.node,
+            leases.partitions,
+            where,
+        )
+        return store
+
+    # -- keys and partitions --------------------------------------------------------------------
+
+    @property
+    def node(self) -> str:
+        return self.leases.node
+
+    @property
+    def partitions(self) -> int:
+        return self.leases.partitions
+
+    def held(self) -> list[int]:
+        """Partitions this node may fire in now (lease held and not near its end)."""
+        return sorted(p for p in self.leases.owned if self.leases.usable(p))
+
+    # -- leases --------------------------------------------------------------------------------
+
+    async def maintain(self) -> LeaseChange:
+        """One lease round: heartbeat, renew, take up to the fair share (see ``leases``)."""
+        async with self._connection("renewing leases") as conn:
+            return await self.leases.maintain(conn)
+
+    async def release(self, partitions: Sequence[int] | None = None) -> list[int]:
+        """Give up ``partitions`` (default: all); call once their handlers have ended."""
+        async with self._connection("releasing partitions") as conn:
+            return await self.leases.release(conn, partitions)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def schedule_many(self, requests: Sequence[ScheduleRequest]) -> list[Scheduled]:
+        """Insert or replace timers, all in one transaction (see ``writes``)."""
+        async with self._connection("scheduling") as conn:
+            return await writes.schedule_many(conn, requests)
+
+    async def cancel(self, key: str, version: int | None = None) -> CancelOutcome:
+        async with self._connection("cancelling") as conn:
+            return await writes.cancel(conn, key, version)
+
+    async def redrive(self, key: str, *, at: float | None = None) -> StoredTimer | None:
+        async with self._connection("redriving") as conn:
+            return await writes.redrive(conn, key, at=at)
+
+    # -- firing --------------------------------------------------------------------------------
+
+    def _fenced(self, key: str, version: int) -> tuple[str, int, int, int] | None:
+        partition = self.partition_of(key)
+        epoch = self.leases.epoch_of(partition)
+        return None if epoch is None else (key, version, partition, epoch)
+
+    async def attempt(self, timers: Sequence[tuple[str, int]]) -> AttemptResult:
+        """Claim ``(key, version)`` pairs in one compare-and-set (see ``firing``). Those of
+        partitions this node cannot use now are not sent: they are lost to it."""
+        requests = [r for r in (self._fenced(k, v) for k, v in timers) if r is not None]
+        async with self._connection("committing attempts") as conn:
+            return await firing.attempt(conn, self.node, requests)
+
+    async def finish(self, outcomes: Sequence[Outcome]) -> set[str]:
+        """Record outcomes, fenced; returns the keys accepted (see ``firing``)."""
+        async with self._connection("committing outcomes") as conn:
+            return await firing.finish(conn, outcomes)
+
+    async def unclaim(self, timers: Sequence[tuple[str, int]]) -> set[str]:
+        """``(key, version)`` claimed by this node whose handlers never started: PENDING again,
+        uncharged (see ``firing.unclaim``). Safe after a failed :meth:`attempt`."""
+        claims = [(k, v, f[3]) for k, v in timers if (f := self._fenced(k, v)) is not None]
+        async with self._connection("giving back attempts") as conn:
+            return await firing.unclaim(conn, claims)
+
+    async def give_up(self, timers: Sequence[tuple[str, int, str]]) -> set[str]:
+        """``(key, version, error)``: PENDING to DEAD without an attempt (see ``firing``)."""
+        requests = []
+        for key, version, error in timers:
+            fenced = self._fenced(key, version)
+            if fenced is not None:
+                requests.append((*fenced, error))
+        async with self._connection("giving up timers") as conn:
+            return await firing.give_up(conn, self.node, requests)
+
+    # -- loading and the feed -------------------------------------------------------------------
+
+    async def start_feed(self) -> None:
+        """Place the feed's cursor at now. Call once, before the first :meth:`refill`."""
+        async with self._connection("reading the change feed") as conn:
+            await self.feed.start(conn)
+
+    async def refill(self) -> list[StoredTimer]:
+        """Pending timers of the held partitions, on from what was loaded (see ``loader``)."""
+        async with self._connection("loading timers") as conn:
+            return await self.horizon.refill(conn, self.held())
+
+    async def catch_up(self, partitions: Sequence[int]) -> list[StoredTimer]:
+        """A newly gained partition's pending timers up to what was loaded elsewhere."""
+        async with self._connection("loading timers") as conn:
+            return await self.horizon.catch_up(conn, partitions)
+
+    async def changes(self) -> list[StoredTimer]:
+        """Rows of the held partitions changed since the last call (see ``feed``)."""
+        async with self._connection("reading the change feed") as conn:
+            return await self.feed.read(conn, self.held())
+
+    async def wait(self, timeout: float) -> bool:
+        """Sleep up to ``timeout`` s, less when a NOTIFY comes; True if one came."""
+        return await self.listener.wait(timeout)
+
+    # -- upkeep and reading ---------------------------------------------------------------------
+
+    async def prune(self, retention: float, limit: int = pruning.DEFAULT_LIMIT) -> int:
+        """Delete finished rows of the held partitions older than ``retention`` seconds."""
+        held = [(p, self.leases.owned[p].epoch) for p in self.held()]
+        async with self._connection("pruning") as conn:
+            return await pruning.prune(conn, self.node, held, retention=retention, limit=limit)
+
+    async def lookup(self, key: str) -> StoredTimer | None:
+        """The database's row for ``key`` (whichever node owns it), or None."""
+        async with self._connection("reading a timer") as conn:
+            return await reads.lookup(conn, key)
+
+    async def summary(self) -> Summary:
+        async with self._connection("reading the summary") as conn:
+            return await reads.summary(conn)
+
+    def _connection(self, doing: str) -> contextlib.AbstractAsyncContextManager[Any]:
+        if self._closed:
+            raise JournalError(f"PostgreSQL journal is closed: {self.where}")
+        return _checkout(self._pool, self.where, doing)
+
+    # -- closing -------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def close(self) -> None:
+        """Release every partition (others take them at once), leave, disconnect. Idempotent;
+        if the database is unreachable the leases simply lapse."""
+        if self._closed:
+            return
+        try:
+            async with self._connection("releasing partitions") as conn:
+                await self.leases.leave(conn)
+        except JournalError:
+            logger.warning("could not release partitions; they lapse on their own", exc_info=True)
+        finally:
+            self._closed = True
+            await self.listener.close()
+            await self._pool.close()
+
+    async def __aenter__(self) -> PostgresStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<PostgresStore {self.where} node={self.node!r} {state}>"
+
+
+@contextlib.asynccontextmanager
+async def _checkout(
+    pool: AsyncConnectionPool, where: str, doing: str
+) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A pooled connection, with driver errors (a pool timeout too) translated."""
+    with translated(where, doing):
+        async with pool.connection() as conn:
+            yield conn

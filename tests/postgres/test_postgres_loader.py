@@ -1,0 +1,69 @@
+"""journal.postgres.loader: the owner's horizon, keyset-paged in (due, version) order."""
+
+from __future__ import annotations
+
+from pg_support import balance, db_now, open_store
+
+from journal.postgres import loader
+
+
+async def test_refill_loads_held_pending_timers_within_the_horizon_in_order(pg_url: str) -> None:
+    s = await open_store(pg_url, "a", horizon=100.0)
+    try:
+        await s.maintain()
+        now = db_now(pg_url)
+        n = 2 * loader.PAGE + 17  # several pages
+        requests = [s.request(f"k{i}", "h", now + (i * 7919 % n) / n * 50) for i in range(n)]
+        requests += [s.request("late", "h", now + 1000.0), s.request("gone", "h", now)]
+        await s.schedule_many(requests)
+        await s.cancel("gone")
+        rows = await s.refill()
+        assert len(rows) == n and len({r.key for r in rows}) == n
+        assert [(r.due, r.version) for r in rows] == sorted((r.due, r.version) for r in rows)
+        assert all(r.state == "PENDING" for r in rows)
+        assert s.horizon.through[0] >= now + 100.0
+        assert await s.refill() == []  # nothing new within the horizon
+        s.horizon.horizon = 2000.0  # time moved on, as far as the loader can tell
+        assert [r.key for r in await s.refill()] == ["late"]
+    finally:
+        await s.close()
+
+
+async def test_a_row_budget_cuts_a_refill_short_and_the_next_one_reads_on(pg_url: str) -> None:
+    s = await open_store(pg_url, "a")
+    try:
+        await s.maintain()
+        s.horizon.max_rows = 10
+        now = db_now(pg_url)
+        await s.schedule_many([s.request(f"k{i:02}", "h", now + i) for i in range(25)])
+        got = [r.key for r in await s.refill()]
+        assert got == [f"k{i:02}" for i in range(10)]
+        assert s.horizon.through[0] == now + 9 and s.horizon.covers(now + 9, 0)
+        assert not s.horizon.covers(now + 10, 0)
+        got += [r.key for r in await s.refill()]
+        got += [r.key for r in await s.refill()]
+        assert got == [f"k{i:02}" for i in range(25)]
+    finally:
+        await s.close()
+
+
+async def test_a_gained_partition_catches_up_to_what_the_others_loaded(pg_url: str) -> None:
+    a = await open_store(pg_url, "a", partitions=2)
+    b = await open_store(pg_url, "b", partitions=2)
+    try:
+        await balance(a, b)  # one partition each
+        (mine,) = a.leases.owned
+        now = db_now(pg_url)
+        keys = [f"k{i}" for i in range(40)]
+        await a.schedule_many([a.request(k, "h", now + i) for i, k in enumerate(keys)])
+        first = await a.refill()
+        assert {r.partition for r in first} == {mine}
+        await b.close()  # leaves: its partition is free and a is alone
+        gained = (await a.maintain()).gained
+        assert set(gained) == {1 - mine}
+        caught = await a.catch_up(list(gained))
+        assert {r.key for r in first} | {r.key for r in caught} == set(keys)
+        assert await a.refill() == []
+    finally:
+        await a.close()
+        await b.close()
