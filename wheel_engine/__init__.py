@@ -5,7 +5,7 @@ committed to an append-only SQLite journal before the call returns, so after a c
 is rebuilt and fires at least once into an idempotent handler. See ``docs/contract.md``.
 """
 
-from wheel_engine._build import compiled_modules as _compiled_modules
+from wheel_engine._build import compiled as _compiled
 from wheel_engine.engine import Engine
 from wheel_engine.errors import (
     DuplicateKey,
@@ -39,4 +39,4 @@ __version__ = "0.1.0"
 
 #: True when this process runs the compiled core: every module listed in
 #: ``wheel_engine/_build.py`` was imported from its mypyc extension. False for pure Python.
-COMPILED: bool = all(_compiled_modules().values())
+COMPILED: bool = _compiled()

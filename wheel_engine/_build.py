@@ -21,6 +21,7 @@ this file alone.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.machinery
 import os
@@ -86,6 +87,13 @@ def compiled_modules() -> dict[str, bool]:
         name: is_extension(getattr(importlib.import_module(name), "__file__", None))
         for name in COMPILED_MODULES
     }
+
+
+@functools.cache
+def compiled() -> bool:
+    """True when every listed module runs compiled (``wheel_engine.COMPILED``); computed once,
+    so ``Engine.stats()`` can report it for free."""
+    return all(compiled_modules().values())
 
 
 def stale_modules(root: Path = ROOT) -> list[str]:
