@@ -144,13 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. `wheel-engine bench --quick`, `wheel-engine bench -- --help`).",
         add_help=False,
     )
+    from wheel_engine.cli import remote
+
+    remote.add_parsers(sub, common)  # schedule, cancel
     return parser
 
 
 def _commands() -> dict[str, Command]:
-    from wheel_engine.cli import read, run, write
+    from wheel_engine.cli import read, remote, run, write
 
     return {
+        **remote.COMMANDS,
         "status": read.cmd_status,
         "list": read.cmd_list,
         "show": read.cmd_show,
