@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--handler", metavar="H", help="only timers for this handler")
     p.add_argument(
-        "--limit", metavar="N", type=int, default=100, help="show at most N (default 100; -1: all)"
+        "--limit", metavar="N", type=int, default=100, help="show at most N (default 100; 0: all)"
     )
 
     p = sub.add_parser(
