@@ -17,8 +17,8 @@ request does and why it is safe under at-least-once firing is in ``orders_common
   ``--grace`` seconds, timers stay in the journal and fire after the next start.
 - Handlers are registered when the app is made, before ``start()``, so timers recovered from the
   journal fire as soon as the engine starts.
-- Uvicorn turns SIGTERM and Ctrl-C into that shutdown; do not also call
-  ``engine.install_signal_handlers()``.
+- Uvicorn turns SIGTERM and Ctrl-C into that shutdown (then re-raises the signal, so the process
+  ends as a supervisor expects); do not also call ``engine.install_signal_handlers()``.
 """
 
 from __future__ import annotations

@@ -159,3 +159,60 @@ async def test_payment_while_the_expiry_runs_wins_honestly(tmp_path: Path) -> No
         assert body["status"] == "PAID" and body["refunded_at"] is None
         assert body["timer"]["state"] == "CANCELED"
         orders.close()
+
+
+@pytest.mark.slow
+def test_runs_as_a_program_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """The docstring's command on a real port: an order expires, SIGTERM shuts down cleanly."""
+    import json
+    import os
+    import re
+    import signal
+    import subprocess
+    import time
+
+    cmd = [
+        sys.executable, str(EXAMPLE), "--port", "0", "--timeout", "0.3",
+        "--db", str(tmp_path / "orders.db"), "--journal", str(tmp_path / "timers.db"),
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stderr is not None
+        base = None
+        for line in proc.stderr:  # uvicorn logs where it listens once the lifespan has started
+            if match := re.search(r"running on (http://\S+)", line, re.IGNORECASE):
+                base = match.group(1)
+                break
+        assert base is not None
+        with httpx.Client(base_url=base) as http:
+            created = http.post("/orders", json={"amount": 5}, headers={"X-User": "ann"})
+            order_id = created.json()["id"]
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:
+                if http.get(f"/orders/{order_id}").json()["status"] == "CANCELLED":
+                    break
+                time.sleep(0.05)
+            assert http.get(f"/orders/{order_id}").json()["status"] == "CANCELLED"
+        os.kill(proc.pid, signal.SIGTERM)
+        # uvicorn shuts down gracefully, then re-raises the signal so a supervisor sees it
+        assert proc.wait(timeout=10) in (0, -signal.SIGTERM)
+        assert "Application shutdown complete" in proc.stderr.read()
+        shown = subprocess.run(  # the lifespan closed the engine: its ack is in the journal
+            [
+                sys.executable,
+                "-m",
+                "wheel_engine.cli",
+                "show",
+                cmd[-1],
+                f"order:{order_id}",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert json.loads(shown.stdout)["state"] == "SUCCEEDED"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
