@@ -5,6 +5,8 @@ committed to an append-only SQLite journal before the call returns, so after a c
 is rebuilt and fires at least once into an idempotent handler. See ``docs/contract.md``.
 """
 
+import logging
+
 from wheel_engine.engine import Engine
 from wheel_engine.errors import (
     DuplicateKey,
@@ -34,3 +36,9 @@ __all__ = [
     "UnknownHandler",
 ]
 __version__ = "0.1.0"
+
+# A library never configures logging: without this, Python's last-resort handler would print
+# our warnings to stderr in applications that chose to configure none.
+for _name in ("wheel_engine", "journal"):
+    logging.getLogger(_name).addHandler(logging.NullHandler())
+del _name
