@@ -1,13 +1,15 @@
 """How timers fire: the wheel, the one armed clock callback, the workers and the outcomes.
 
 :class:`Dispatcher` is the half of the engine that users never call. It owns the engine's state
-(timers by key, the wheel, the ready queue) and everything that happens between "this timer is
+(timers by key, the wheel, the queue) and everything that happens between "this timer is
 pending" and "its attempt ended": arming exactly one clock callback for the earliest due tick
-(none when idle), taking due timers out of the wheel in (tick, version) order, committing their
-attempts before their handlers run, running plain handlers inline like ``call_at`` callbacks and
-async ones on at most ``max_concurrency`` worker tasks, and turning each attempt's end into
-SUCCEEDED, CANCELED, a retry or DEAD. :class:`wheel_engine.engine.Engine` adds the public API
-(schedule, cancel, recovery, shutdown) on top.
+(none when idle), taking due timers out of the wheel in (tick, version) order into a queue,
+starting from it what can start now as one group whose attempts are committed together just
+before their handlers start (never for a timer still queued), running plain handlers inline
+like ``call_at`` callbacks and the others on at most ``max_concurrency`` worker tasks, and
+turning each attempt's end into SUCCEEDED, CANCELED, a retry or DEAD.
+:class:`wheel_engine.engine.Engine` adds the public API (schedule, cancel, recovery, shutdown)
+on top.
 
 Everything here runs on the loop thread: a decision and the state change it leads to happen in
 one synchronous step, so there are no locks.

@@ -5,15 +5,17 @@ redrive and compaction. How due timers fire lives in :mod:`wheel_engine.dispatch
 
 How a timer moves (see ``docs/design.md``)::
 
-    schedule() --commit--> PENDING in the wheel --due--> RUNNING (attempt committed)
+    schedule() --commit--> PENDING in the wheel --due--> PENDING in the queue (not charged)
+        --it can start--> RUNNING (its attempt committed just before its handler starts)
         --handler returns--> SUCCEEDED (ack, batched)
         --handler raises--> PENDING again after a backoff, or DEAD
-    cancel():  PENDING --commit--> CANCELED;  RUNNING --> handler task cancelled
+    cancel():  PENDING --commit--> CANCELED;  RUNNING --> asked to stop (cancel_requested)
 
 One loop timer is armed, for the earliest due tick; with nothing due the engine sleeps. When it
 fires, every timer due by the wall clock is taken out of the wheel in (tick, version) order and
-handed to at most ``max_concurrency`` workers. Plain (non-async) handlers run inline, like
-``call_at`` callbacks; async ones are awaited by a small pool of worker tasks, not one task each.
+queued; they start in groups, at most ``max_concurrency`` at a time. Plain (non-async) handlers
+run inline, like ``call_at`` callbacks; async ones are awaited by a small pool of worker tasks,
+not one task each.
 """
 
 from __future__ import annotations

@@ -54,7 +54,9 @@ class _FiringFields(NamedTuple):
 
 
 class Firing(_FiringFields):
-    """What a handler receives for one attempt: a named tuple of the fields above.
+    """What a handler receives for one attempt: a named tuple of ``key, version, handler,
+    payload, due`` (epoch seconds it was due; for a retry, the retry's due time), ``attempt``
+    (1 for the first) and ``fired_at`` (epoch seconds the attempt started).
 
     ``idempotency_key`` is ``"<key>#<version>"``: the same for every attempt of this version,
     before and after a crash, so a handler can make its effect happen once.

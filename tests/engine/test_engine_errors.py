@@ -186,3 +186,26 @@ async def test_handler_tracebacks_are_logged_only_at_debug(
     traced = [r for r in caplog.records if r.exc_info is not None]
     assert [r.levelno for r in traced] == [logging.DEBUG, logging.DEBUG]
     assert "timer k (version 1, attempt 1)" in traced[0].getMessage()
+
+
+async def test_compaction_keeps_only_the_last_error_of_a_finished_timer(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    engine = Engine(tmp_path / "t.db", clock=clock, durability="normal")
+    failures = iter(range(1, 10))
+
+    @engine.handler("h", retry=POLICY)
+    async def handler(firing: Firing) -> None:
+        raise RuntimeError(f"failure {next(failures)}")
+
+    async with engine:
+        await engine.schedule("h", delay=1, key="k")
+        await clock.advance(10)
+        assert engine.journal is not None
+        assert len(await error_records(engine.journal, "k")) == 3  # one per attempt, until...
+        await engine.compact()
+        assert await engine.journal.history("k") == []
+        row = await engine.journal.snapshot_row("k")
+        assert row is not None and (row.state, row.last_error) == (
+            "DEAD",
+            "RuntimeError: failure 3",
+        )
