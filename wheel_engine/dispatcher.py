@@ -301,9 +301,16 @@ class Dispatcher:
         self, future: asyncio.Future[None], inline: list[Timer], pooled: list[Timer]
     ) -> None:
         if future.cancelled() or future.exception() is not None:
-            error = future.exception() if not future.cancelled() else "cancelled"
-            logger.warning(
-                "could not commit %d attempts (%s); retrying them", len(inline) + len(pooled), error
+            first = (inline or pooled)[0]
+            logger.warning(  # one line for the group: its first timer, never a payload
+                "could not commit %d attempt(s) (timer %s, version %d, attempt %d, ...): %s; "
+                "they start again in %.0f s",
+                len(inline) + len(pooled),
+                first.key,
+                first.version,
+                first.attempts,
+                "cancelled" if future.cancelled() else future.exception(),
+                JOURNAL_RETRY_DELAY,
             )
             self._inline_starting = False
             self._slots -= len(pooled)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from journal import Dead, Journal, Retry
+from journal import Ack, Dead, Journal, JournalError, Record, Retry
 from wheel_engine import Engine, Firing, RetryPolicy, TimerState
-from wheel_engine.diagnostics import bounded, default
+from wheel_engine.diagnostics import bounded, default, log_write_failure
 from wheel_engine.testing import VirtualClock
 
 TOKEN = "sk_live_51HZ7xQ2eZvKYlo2C"  # what must never reach the journal or the logs
@@ -209,3 +209,17 @@ async def test_compaction_keeps_only_the_last_error_of_a_finished_timer(tmp_path
             "DEAD",
             "RuntimeError: failure 3",
         )
+
+
+def test_a_failed_write_is_one_line_naming_the_timers(caplog: pytest.LogCaptureFixture) -> None:
+    records: list[Record] = [
+        Dead("k1", 7, 3, "RuntimeError: line one\nline two", 0.0),
+        Ack("k2", 8, 0.0),
+    ]
+    log_write_failure(records, JournalError("database or disk is full: t.db"))
+    (line,) = caplog.records
+    assert line.levelno == logging.WARNING and "\n" not in line.getMessage()
+    assert line.getMessage() == (
+        "journal write of 2 Dead record(s) failed (timer k1, version 7, attempt 3, and 1 more):"
+        " database or disk is full: t.db"
+    )
