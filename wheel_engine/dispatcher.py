@@ -276,12 +276,7 @@ class Dispatcher:
             else:
                 break
             ready.popleft()
-            timer.where = DETACHED
-            timer.state = RUNNING
-            timer.attempts += 1
-            if timer.first_attempt_at is None:
-                timer.first_attempt_at = now
-            timer.updated_at = now
+            self._charge(timer, now)
         taken = len(inline) + len(pooled)
         self._queued -= taken
         self._running += taken
@@ -289,6 +284,16 @@ class Dispatcher:
         if inline:
             self._inline_starting = True
         return inline, pooled
+
+    @staticmethod
+    def _charge(timer: Timer, now: float) -> None:
+        """Out of the queue and RUNNING, one attempt more (its record is committed next)."""
+        timer.where = DETACHED
+        timer.state = RUNNING
+        timer.attempts += 1
+        if timer.first_attempt_at is None:
+            timer.first_attempt_at = now
+        timer.updated_at = now
 
     def _start_later(self) -> None:
         """Start more of the queue in a loop callback of its own, so that slots freed in the
@@ -408,11 +413,18 @@ class Dispatcher:
             task.add_done_callback(self._workers.discard)
 
     async def _worker(self) -> None:
-        """Run committed attempts. One task serves many firings; it ends when none is left."""
+        """Run committed attempts. One task serves many firings; it ends when none is left.
+
+        The attempt is run in this loop itself, not in a coroutine of its own: one coroutine
+        object less per firing (measured: 1 us of 3 per no-op async firing in memory).
+        Shutdown's cancellation propagates: that attempt is not acknowledged.
+        """
         task = asyncio.current_task()
         assert task is not None
         worker = Worker(task)
         go = self._go
+        handlers = self._handlers
+        clock = self.clock
         served = 0
         while go and not self._closing:
             timer = go.popleft()
@@ -421,7 +433,40 @@ class Dispatcher:
                 self._free_slot()
                 self._complete(timer, asyncio.CancelledError(), cancelled=True)
                 continue
-            error = await self._attempt(worker, timer)
+            spec = handlers[timer.handler]
+            error: BaseException | None = None
+            timeout = None
+            if spec.timeout is not None:
+                timeout = clock.call_at(
+                    clock.time() + spec.timeout,
+                    functools.partial(self._interrupt, timer, INTERRUPT_TIMEOUT),
+                )
+            try:
+                firing = worker.firing = self._firing(timer, clock.time())
+                timer.worker = worker
+                if spec.is_async:
+                    await spec.fn(firing)
+                elif spec.thread:
+                    await self._in_thread(spec, firing)
+                else:
+                    spec.fn(firing)
+            except asyncio.CancelledError as exc:
+                if timer.interrupt is None:  # the engine is closing: not acknowledged
+                    timer.worker = None
+                    self._running -= 1
+                    self._free_slot()
+                    self._check_idle()
+                    raise
+                error = exc
+            except Exception as exc:
+                error = exc
+            finally:
+                worker.firing = None
+                if timeout is not None:
+                    timeout.cancel()
+            timer.worker = None
+            if timer.interrupt is not None and task.cancelling():
+                task.uncancel()
             self._running -= 1
             self._free_slot()
             self._complete(timer, error, cancelled=timer.interrupt == INTERRUPT_CANCEL)
@@ -430,54 +475,32 @@ class Dispatcher:
                 await asyncio.sleep(0)
         self._check_idle()
 
-    async def _attempt(self, worker: Worker, timer: Timer) -> BaseException | None:
-        """Run one handler; returns what it raised (None: it returned normally). Shutdown's
-        cancellation propagates: that attempt is not acknowledged and runs after a restart."""
-        spec = self._handlers[timer.handler]
-        task = worker.task
-        error: BaseException | None = None
-        timeout = None
-        if spec.timeout is not None:
-            timeout = self.clock.call_at(
-                self.clock.time() + spec.timeout,
-                functools.partial(self._interrupt, timer, INTERRUPT_TIMEOUT),
-            )
-        try:
-            firing = worker.firing = self._firing(timer, self.clock.time())
-            timer.worker = worker
-            if spec.is_async:
-                await spec.fn(firing)
-            elif spec.thread:
-                await self._in_thread(spec, firing)
-            else:
-                spec.fn(firing)
-        except asyncio.CancelledError as exc:
-            if timer.interrupt is None:  # the engine is closing: not acknowledged
-                timer.worker = None
-                self._running -= 1
-                self._free_slot()
-                self._check_idle()
-                raise
-            error = exc
-        except Exception as exc:
-            error = exc
-        finally:
-            worker.firing = None
-            if timeout is not None:
-                timeout.cancel()
-        timer.worker = None
-        if timer.interrupt is not None and task.cancelling():
-            task.uncancel()
-        return error
-
     def _free_slot(self) -> None:
+        """A worker's attempt ended. In memory it goes on with the queue's head at once (nothing
+        to commit); with a journal the freed slots are filled by one group, a callback later."""
         self._slots -= 1
-        if not self._queued:
+        if not self._queued or self._closing:  # closing: queued timers wait for the next start
             return
-        if self.journal is None:
-            self._start_queued()  # nothing to commit: this worker goes on with the next one
-        else:
+        if self.journal is not None:
             self._start_later()
+        elif not self._hand_over_head():
+            self._start_queued()
+
+    def _hand_over_head(self) -> bool:
+        """In memory: give the queue's head to the worker whose slot just freed, if it is one
+        for a worker (a plain one at the head starts a new inline group instead)."""
+        ready = self._ready
+        while ready and ready[0].where != QUEUED:  # cancelled or replaced while it waited
+            ready.popleft()
+        if not ready or self._handlers[ready[0].handler].inline:
+            return False
+        timer = ready.popleft()
+        self._charge(timer, self.clock.time())
+        self._queued -= 1
+        self._running += 1
+        self._slots += 1
+        self._go.append(timer)
+        return True
 
     async def _in_thread(self, spec: HandlerSpec, firing: Firing) -> None:
         assert self._loop is not None
