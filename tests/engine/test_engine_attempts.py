@@ -9,6 +9,8 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from journal import Attempt, Cancel, Journal
 from wheel_engine import CancelResult, Engine, Firing, RetryPolicy, TimerState
 from wheel_engine.testing import VirtualClock
@@ -147,9 +149,11 @@ async def test_replacing_a_queued_timer_runs_only_the_new_version() -> None:
         assert info.state is TimerState.SUCCEEDED
 
 
-async def test_queued_timers_start_in_order_as_slots_free() -> None:
+@pytest.mark.parametrize("durable", [False, True], ids=["in-memory", "journal"])
+async def test_queued_timers_start_in_order_as_slots_free(tmp_path: Path, durable: bool) -> None:
     clock = VirtualClock()
-    engine = Engine(None, clock=clock, max_concurrency=2)
+    db = tmp_path / "t.db" if durable else None
+    engine = Engine(db, clock=clock, durability="normal", max_concurrency=2)
     order: list[str] = []
 
     @engine.handler("h")
@@ -167,3 +171,33 @@ async def test_queued_timers_start_in_order_as_slots_free() -> None:
         await clock.advance(20)
         assert order == [*KEYS[:3], "p", *KEYS[3:]]
         assert all(engine.get(key).attempts == 1 for key in KEYS)  # type: ignore[union-attr]
+        if engine.journal is not None:
+            await engine.journal.flush()
+            assert await attempts_in_journal(engine.journal, KEYS) == Counter(
+                dict.fromkeys(KEYS, 1)
+            )
+
+
+async def test_a_due_burst_keeps_group_commit(tmp_path: Path) -> None:
+    """Attempts are committed per start group, not per timer: 2,048 plain and 640 async timers
+    due at once take a few dozen commits (acks included), not 2,688."""
+    clock = VirtualClock()
+    engine = Engine(tmp_path / "t.db", clock=clock, durability="normal", max_concurrency=64)
+    engine.register("plain", lambda firing: None)
+
+    @engine.handler("async")
+    async def handler(firing: Firing) -> None:
+        pass
+
+    async with engine:
+        requests = [{"handler": "plain", "delay": 1, "key": f"p{i}"} for i in range(2048)]
+        requests += [{"handler": "async", "delay": 1, "key": f"a{i}"} for i in range(640)]
+        await engine.schedule_many(requests)
+        assert engine.journal is not None
+        commits: list[int] = []
+        engine.journal.on_commit = lambda batch, seconds: commits.append(batch)
+        await clock.advance(1)
+        await engine.journal.flush()
+        assert engine.stats()["succeeded"] == 2688
+        assert sum(commits) == 2 * 2688  # an Attempt and an Ack each
+        assert len(commits) <= 2 + 640 // 64 + 10  # two plain groups, ten async ones, acks
