@@ -34,7 +34,15 @@ from wheel_engine.errors import PermanentError
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.model import Firing, TimerState
 from wheel_engine.stats import Counters
-from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_TIMEOUT, QUEUED, UNDECODED, Timer, Worker
+from wheel_engine.timer import (
+    INTERRUPT_CANCEL,
+    INTERRUPT_CRASH,
+    INTERRUPT_TIMEOUT,
+    QUEUED,
+    UNDECODED,
+    Timer,
+    Worker,
+)
 from wheel_engine.wheel import TimingWheel
 from wheel_engine.wheel.entry import DETACHED
 
@@ -89,6 +97,8 @@ class Dispatcher:
         self._slots = 0  # worker slots taken: attempts committing for, or running on, a worker
         self._inline_starting = False  # a group of plain handlers is committing or running
         self._start_soon = False  # a _start_queued callback is scheduled
+        self._attempt_commits = 0  # groups whose attempts are being committed
+        self._alone = False  # a timer on its last chance after a crash is starting alone
         self._workers: set[asyncio.Task[None]] = set()
         self._threads: set[asyncio.Future[Any]] = set()
         self._running = 0  # attempts started (or committing) and not yet ended
@@ -242,6 +252,7 @@ class Dispatcher:
         if self.journal is None:
             self._run_batch(inline, pooled)
             return
+        self._attempt_commits += 1
         now = self.clock.time()
         new = _new_tuple
         records: list[Record] = [
@@ -257,6 +268,8 @@ class Dispatcher:
         handlers = self._handlers
         inline: list[Timer] = []
         pooled: list[Timer] = []
+        if self._alone:
+            return inline, pooled
         inline_room = 0 if self._inline_starting else INLINE_BATCH
         free = self.max_concurrency - self._slots
         now = self.clock.time()
@@ -265,7 +278,16 @@ class Dispatcher:
             if timer.where != QUEUED:  # cancelled or replaced while it waited
                 ready.popleft()
                 continue
-            if not pooled and handlers[timer.handler].inline:
+            spec = handlers[timer.handler]
+            if timer.interrupt is not None and self._last_chance(timer, spec):
+                if inline or pooled or self._attempt_commits or self._inline_starting:
+                    break
+                ready.popleft()
+                self._charge(timer, now)
+                inline.append(timer)
+                self._alone = True
+                break
+            if not pooled and spec.inline:
                 if not inline_room:
                     break  # it starts with the next group, once this (or the last) one ran
                 inline_room -= 1
@@ -286,8 +308,19 @@ class Dispatcher:
         return inline, pooled
 
     @staticmethod
+    def _last_chance(timer: Timer, spec: HandlerSpec) -> bool:
+        """A plain timer whose last attempt a crash cut short (perhaps its own handler killed
+        the process) and whose next attempt is its last. It starts alone, with no other attempt
+        committing: in a group, a poison handler that kills the process would charge the rest
+        of the group once more each time, and take it to DEAD with it."""
+        return timer.interrupt == INTERRUPT_CRASH and (
+            spec.inline and timer.attempts + 1 >= spec.retry.max_attempts
+        )
+
+    @staticmethod
     def _charge(timer: Timer, now: float) -> None:
         """Out of the queue and RUNNING, one attempt more (its record is committed next)."""
+        timer.interrupt = None  # INTERRUPT_CRASH has done its work
         timer.where = DETACHED
         timer.state = RUNNING
         timer.attempts += 1
@@ -305,6 +338,7 @@ class Dispatcher:
     def _attempts_committed(
         self, future: asyncio.Future[None], inline: list[Timer], pooled: list[Timer]
     ) -> None:
+        self._attempt_commits -= 1
         if future.cancelled() or future.exception() is not None:
             first = (inline or pooled)[0]
             logger.warning(  # one line for the group: its first timer, never a payload
@@ -317,7 +351,7 @@ class Dispatcher:
                 "cancelled" if future.cancelled() else future.exception(),
                 JOURNAL_RETRY_DELAY,
             )
-            self._inline_starting = False
+            self._inline_starting = self._alone = False
             self._slots -= len(pooled)
             retry_at = self.clock.time() + JOURNAL_RETRY_DELAY
             for timer in itertools.chain(inline, pooled):
@@ -331,12 +365,14 @@ class Dispatcher:
             self._arm()
             return
         if self._closing:  # not run: they fire again after the next start
-            self._inline_starting = False
+            self._inline_starting = self._alone = False
             self._running -= len(inline) + len(pooled)
             self._slots -= len(pooled)
             self._check_idle()
             return
         self._run_batch(inline, pooled)
+        if not inline and not self._attempt_commits:
+            self._start_later()  # a timer on its last chance may wait for no commit in flight
 
     def _run_batch(self, inline: list[Timer], pooled: list[Timer]) -> None:
         """A group's attempts are committed: run the plain ones now, hand the rest to workers."""
@@ -357,7 +393,7 @@ class Dispatcher:
         if succeeded:
             self._succeed(succeeded, now)
         if inline:
-            self._inline_starting = False
+            self._inline_starting = self._alone = False
             if self.journal is None:
                 self._start_later()  # the next group in a callback of its own: others interleave
             else:

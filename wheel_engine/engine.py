@@ -42,7 +42,7 @@ from wheel_engine.gcpause import gc_paused
 from wheel_engine.handlers import HandlerFn, make_spec
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.retry import RetryPolicy
-from wheel_engine.timer import INTERRUPT_CANCEL, UNDECODED, Timer
+from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_CRASH, UNDECODED, Timer
 from wheel_engine.validation import (
     ON_CONFLICT,
     check_key,
@@ -207,6 +207,8 @@ class Engine(Dispatcher):
         self._next_version = recovered.max_version + 1
         with gc_paused(len(recovered.timers)):
             counts = self._restore(recovered.timers.values())
+        for key in recovered.interrupted:  # see Dispatcher._last_chance: it may start alone
+            self._timers[key].interrupt = INTERRUPT_CRASH
         logger.info(
             "recovered %s: %d records, %s, next version %d",
             self.path,

@@ -18,6 +18,8 @@ _new_tuple = tuple.__new__
 # Why a running handler is being interrupted (``Timer.interrupt``).
 INTERRUPT_CANCEL = "cancel"  #: engine.cancel() asked for it
 INTERRUPT_TIMEOUT = "timeout"  #: the handler ran past its timeout
+#: (on a PENDING timer, set at recovery) its last attempt was cut short by a crash
+INTERRUPT_CRASH = "crash"
 
 #: ``Timer.where`` of a due timer waiting in the dispatcher's queue for a free worker: out of
 #: the wheel (whose own values are all >= -3), PENDING, and not charged an attempt.

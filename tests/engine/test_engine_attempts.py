@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,47 @@ async def test_a_due_burst_keeps_group_commit(tmp_path: Path) -> None:
         assert engine.stats()["succeeded"] == 2688
         assert sum(commits) == 2 * 2688  # an Attempt and an Ack each
         assert len(commits) <= 2 + 640 // 64 + 10  # two plain groups, ten async ones, acks
+
+
+def dies_at(key: str, db: Path, into: Path, crashed: list[Path]) -> Callable[[Firing], None]:
+    """A plain handler that "kills the process" when it runs ``key``: the copy of the journal
+    taken at that instant is what a crash would leave (the group's attempts are committed,
+    the acks of the handlers before it are not)."""
+
+    def handle(firing: Firing) -> None:
+        if firing.key == key and not crashed:
+            crashed.append(crash_copy(db, into))
+
+    return handle
+
+
+async def test_a_plain_poison_timer_does_not_take_its_inline_group_down(tmp_path: Path) -> None:
+    """Plain handlers start in groups whose attempts share a commit, so a plain handler that
+    kills the process charges the rest of its group. A timer whose last attempt a crash cut
+    short starts alone when its next attempt is its last: the poison dies alone."""
+    clock = VirtualClock()
+    keys = [f"p{i:02d}" for i in range(20)]
+    policy = RetryPolicy(max_attempts=3, initial=0, jitter=False)
+    db = tmp_path / "t0.db"
+    crashes = 0
+    while True:
+        crashed: list[Path] = []
+        engine = Engine(db, clock=clock, durability="normal")
+        into = tmp_path / f"t{crashes + 1}.db"
+        engine.register("h", dies_at("p05", db, into, crashed), retry=policy)
+        await engine.start()
+        if crashes == 0:
+            await engine.schedule_many([{"handler": "h", "delay": 0, "key": key} for key in keys])
+        await clock.advance(0.01)
+        if not crashed or crashes > 3:
+            break
+        crashes += 1
+        await engine.close(grace=0)  # what is left of the dead process
+        db = crashed[0]
+    try:
+        assert crashes == 3  # the poison ran exactly max_attempts times
+        states = {key: engine.get(key).state for key in keys}  # type: ignore[union-attr]
+        assert states.pop("p05") is TimerState.DEAD
+        assert set(states.values()) == {TimerState.SUCCEEDED}
+    finally:
+        await engine.close(grace=0)
