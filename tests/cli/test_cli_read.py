@@ -188,6 +188,7 @@ def test_running_timer_shows_running_while_engine_runs_and_after_a_crash(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "t.db"
+    # job:2 is committed before job:1 can fire, so "running" means both are in the journal.
     script = (
         "import asyncio, sys\n"
         "from wheel_engine import Engine\n"
@@ -198,8 +199,8 @@ def test_running_timer_shows_running_while_engine_runs_and_after_a_crash(
         "        await asyncio.sleep(60)\n"
         "    engine.register('stuck', stuck)\n"
         "    async with engine:\n"
-        "        await engine.schedule('stuck', delay=0, key='job:1')\n"
         "        await engine.schedule('stuck', delay=3600, key='job:2')\n"
+        "        await engine.schedule('stuck', delay=0, key='job:1')\n"
         "        await asyncio.sleep(60)\n"
         "asyncio.run(main())\n"
     )
