@@ -19,6 +19,7 @@ Modes:
   of them wait behind the workers; the worker logs ``due`` (when they come due) for the test
   to kill shortly after, and cancels some of the waiting ones. A new batch is scheduled only
   when the backlog is small, so the backlog stays bounded however many runs are killed.
+  With ``poison`` the first batch has a ``poison-queue`` timer at its head.
 - ``bulk`` schedules big ``schedule_many`` batches (spread dues, some overdue), cancels a few,
   and compacts after some of them (the test kills inside those windows).
 - ``drain`` only runs until no timer is live; ``poison`` schedules the ``poison-final`` timer
@@ -259,6 +260,8 @@ class Worker:
         live = self.engine.stats()
         if live["pending"] + live["running"] < batch // 3:
             due += self.cfg["lead"]
+            if self.cfg.get("poison") and self.engine.get("poison-queue") is None:
+                await self.schedule("poison", "poison-queue", at=due)  # first in the queue
             await self.schedule_batch(0, "slow", batch, base=due, span=0.0)  # all due at once
         self.intents.write(op="due", run=self.run, at=due)
         await asyncio.sleep(max(0.0, due - time.time()) + rng.uniform(0.02, 0.1))

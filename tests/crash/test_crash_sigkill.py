@@ -38,15 +38,9 @@ QUEUE_KILLS = 100 if SOAK else 3  # the issue's reproduction: three kills
 BULK_KILLS = 100 if SOAK else 6
 QUEUE_BATCH = 300  # timers due at once
 QUEUE_CONCURRENCY = 2
+POISON_QUEUE_BATCH = 40  # behind the poison timer: enough to fill its start group and more
 BULK_CONCURRENCY = 64  # the engine's default
 AIM_TRIES = 4  # bulk: at most this many times BULK_KILLS kills to land one in each window
-#: Open until the dispatcher commits an attempt only when its handler starts (wip/firing).
-CHARGES_QUEUED_TIMERS = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 8 item 1: a due batch's attempts are all committed before any handler "
-    "starts, so every crash charges the timers still waiting behind max_concurrency",
-)
 
 
 def harness(tmp_path: Path, durability: str, name: str, timers: int, **options: object) -> Harness:
@@ -98,13 +92,13 @@ def test_sigkill_at_random_moments_keeps_every_guarantee(tmp_path: Path, durabil
 
 
 @pytest.mark.slow
-@CHARGES_QUEUED_TIMERS
 @pytest.mark.parametrize("durability", BOTH if SOAK else ["full"])
 def test_sigkill_never_charges_timers_waiting_behind_max_concurrency(
     tmp_path: Path, durability: str
 ) -> None:
-    """Issue 8 item 1: every kill charged all the waiting timers an attempt, so after three
-    kills those not yet run were DEAD without their handler ever having started."""
+    """Issue 8 item 1 (fixed in 03896a2): every kill charged all the waiting timers an
+    attempt, so after three kills those not yet run were DEAD without their handler ever
+    having started (240 of 300 in this test)."""
     h = harness(
         tmp_path,
         durability,
@@ -122,6 +116,31 @@ def test_sigkill_never_charges_timers_waiting_behind_max_concurrency(
         unstarted_per_crash=QUEUE_CONCURRENCY,
     )
     assert h.hits["queued"], f"no kill landed while timers were waiting: {h.log}"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="guarantee 5: a plain poison handler runs inline first in its start group and kills "
+    "the process before the group's async handlers start; their attempts were committed with "
+    "its own, and the same group forms at the head of the queue after each restart",
+)
+def test_sigkill_a_poison_timer_takes_no_queued_timer_down_with_it(tmp_path: Path) -> None:
+    """A poison timer at the head of a backlog: each of its attempts kills the process. Only it
+    may end DEAD; the timers that start with it (or wait behind it) must not be charged."""
+    h = harness(
+        tmp_path,
+        "normal",
+        "queue-poison",
+        timers=0,
+        batch=POISON_QUEUE_BATCH,
+        lead=0.3,
+        max_concurrency=QUEUE_CONCURRENCY,
+        poison=True,
+    )
+    done = lambda: h.self_kills >= 3 and h.kills >= 1  # noqa: E731
+    run_and_check(h, h.queue_run, done, poison=False, unstarted_per_crash=QUEUE_CONCURRENCY)
 
 
 @pytest.mark.slow
@@ -143,5 +162,5 @@ def test_sigkill_inside_schedule_many_and_compaction(tmp_path: Path, durability:
         aimed = h.hits["schedule_many"] and h.hits["compaction"]
         return h.kills >= BULK_KILLS * (1 if aimed else AIM_TRIES)
 
-    run_and_check(h, h.bulk_run, done, poison=SOAK)
+    run_and_check(h, h.bulk_run, done, poison=SOAK, unstarted_per_crash=BULK_CONCURRENCY)
     assert h.hits["schedule_many"] and h.hits["compaction"], f"windows missed: {h.log}"
