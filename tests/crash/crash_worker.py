@@ -1,7 +1,8 @@
 """The worker of the SIGKILL tests: a real engine on a real journal, to be SIGKILLed.
 
 Run as ``python crash_worker.py CONFIG_JSON``. Besides the journal it writes two logs, one JSON
-object a line, each line one ``write`` on an ``O_APPEND`` descriptor followed by ``fsync``:
+object a line, each line one ``write`` on an ``O_APPEND`` descriptor followed by ``fsync``
+(see :class:`Log`: blank lines are padding):
 
 - the *intent log*: what the worker *knows* is committed, and where it is. ``schedule`` lines
   are written only after ``schedule`` returned, ``batch`` lines (a whole ``schedule_many``)
@@ -52,6 +53,7 @@ QUEUED = RetryPolicy(max_attempts=QUEUED_ATTEMPTS, initial=0.05, multiplier=1.0,
 #: Each handler's max_attempts, for the checks: a DEAD timer must have had that many real starts.
 MAX_ATTEMPTS = {"ok": 1000, "flaky": 1000, "poison": POISON_ATTEMPTS, "slow": QUEUED_ATTEMPTS}
 SHARED_KEYS = [f"shared-{i}" for i in range(4)]  # scheduled again and again: replace/keep
+PAGE = os.sysconf("SC_PAGE_SIZE")  # the unit in which a killed write can be cut short
 DUE_STRIDE = 7919  # a prime: batch_due() spreads a batch's dues in a scrambled order
 
 
@@ -72,13 +74,27 @@ def version_runs(versions: list[int]) -> list[list[int]]:
 
 
 class Log:
-    """An append-only, fsynced JSON-lines file."""
+    """An append-only, fsynced JSON-lines file whose lines a SIGKILL never tears.
+
+    The kernel copies a write into the file a page at a time and gives up between pages when
+    the process is being killed (the soak saw a fire line cut in two that way). So no line
+    crosses a page boundary: when one would, blanks (a line the readers skip) fill the page
+    first, in the same write, which can then only be cut exactly between the two.
+    """
 
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.end = os.lseek(self.fd, 0, os.SEEK_END)  # one writer at a time: we know the end
 
     def write(self, **fields: Any) -> None:
-        os.write(self.fd, (json.dumps(fields) + "\n").encode())
+        line = (json.dumps(fields) + "\n").encode()
+        assert len(line) <= PAGE, f"a log line over a page: {line[:200]!r}"
+        room = PAGE - self.end % PAGE
+        if len(line) > room:
+            line = b" " * (room - 1) + b"\n" + line
+        written = os.write(self.fd, line)
+        assert written == len(line), f"short write to the log: {written} of {len(line)}"
+        self.end += written
         os.fsync(self.fd)
 
 

@@ -39,12 +39,22 @@ Version = tuple[str, int]  # (key, version)
 
 
 def read_log(path: Path) -> list[Line]:
-    """The JSON lines of a log. Each line is one write(2), so none is ever torn."""
+    """The JSON lines of a log, padding skipped. No line is ever torn (``crash_worker.Log``)."""
     if not path.exists():
         return []
-    data = path.read_text()
-    assert not data or data.endswith("\n"), f"torn last line in {path.name}: {data[-200:]!r}"
-    return [json.loads(line) for line in data.splitlines()]
+    return parse_lines(path.read_bytes(), path.name)
+
+
+def parse_lines(data: bytes, name: str) -> list[Line]:
+    assert not data or data.endswith(b"\n"), f"torn last line in {name}: {data[-200:]!r}"
+    lines = []
+    for line in data.splitlines():
+        if line.strip():
+            try:
+                lines.append(json.loads(line))
+            except ValueError as exc:
+                raise AssertionError(f"torn line in {name}: {line[:300]!r}") from exc
+    return lines
 
 
 async def read_journal(path: Path) -> dict[str, TimerRow]:

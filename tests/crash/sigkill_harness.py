@@ -28,6 +28,8 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
+from sigkill_checks import parse_lines
+
 WORKER = Path(__file__).with_name("crash_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT = 90.0  # seconds a drain run may take before the test gives up on it
@@ -110,7 +112,7 @@ class Harness:
                 data = log.read()
             whole = data[: data.rfind(b"\n") + 1]  # a line being written is read next time
             self._offset += len(whole)
-            self._lines.extend(json.loads(line) for line in whole.splitlines())
+            self._lines.extend(parse_lines(whole, self.intents.name))
         return self._lines
 
     def wait_for(
