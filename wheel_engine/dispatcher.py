@@ -98,7 +98,7 @@ class Dispatcher:
         self._inline_starting = False  # a group of plain handlers is committing or running
         self._start_soon = False  # a _start_queued callback is scheduled
         self._attempt_commits = 0  # groups whose attempts are being committed
-        self._alone = False  # a timer on its last chance after a crash is starting alone
+        self._alone: Timer | None = None  # a crash suspect starting alone (see _suspect_started)
         self._workers: set[asyncio.Task[None]] = set()
         self._threads: set[asyncio.Future[Any]] = set()
         self._running = 0  # attempts started (or committing) and not yet ended
@@ -268,7 +268,7 @@ class Dispatcher:
         handlers = self._handlers
         inline: list[Timer] = []
         pooled: list[Timer] = []
-        if self._alone:
+        if self._alone is not None:
             return inline, pooled
         inline_room = 0 if self._inline_starting else INLINE_BATCH
         free = self.max_concurrency - self._slots
@@ -279,13 +279,15 @@ class Dispatcher:
                 ready.popleft()
                 continue
             spec = handlers[timer.handler]
-            if timer.interrupt is not None and self._last_chance(timer, spec):
+            if timer.interrupt == INTERRUPT_CRASH:  # a suspect: it starts alone
                 if inline or pooled or self._attempt_commits or self._inline_starting:
+                    break  # once everything before it has committed and started
+                if not spec.inline and not free:
                     break
                 ready.popleft()
                 self._charge(timer, now)
-                inline.append(timer)
-                self._alone = True
+                (inline if spec.inline else pooled).append(timer)
+                self._alone = timer
                 break
             if not pooled and spec.inline:
                 if not inline_room:
@@ -307,15 +309,20 @@ class Dispatcher:
             self._inline_starting = True
         return inline, pooled
 
-    @staticmethod
-    def _last_chance(timer: Timer, spec: HandlerSpec) -> bool:
-        """A plain timer whose last attempt a crash cut short (perhaps its own handler killed
-        the process) and whose next attempt is its last. It starts alone, with no other attempt
-        committing: in a group, a poison handler that kills the process would charge the rest
-        of the group once more each time, and take it to DEAD with it."""
-        return timer.interrupt == INTERRUPT_CRASH and (
-            spec.inline and timer.attempts + 1 >= spec.retry.max_attempts
-        )
+    def _suspect_started(self) -> None:
+        """The crash suspect's handler has run its first step (up to its first await, or to
+        its end): the queue goes on in groups.
+
+        Why suspects start alone: a timer whose attempt a crash cut short (recovery marks it
+        ``INTERRUPT_CRASH``) may be a poison that kills the process. Had it started in a group,
+        each crash would charge its partners once more (their attempts share its commit) and
+        take them to DEAD with it, since after each restart the same group forms at the head of
+        the queue. Alone, its attempt commits with no other, and the next group commits only
+        after its handler has started: a handler that kills the process at once charges no one
+        else. One that kills it later, while others run, charges those that really started.
+        """
+        self._alone = None
+        self._start_later()
 
     @staticmethod
     def _charge(timer: Timer, now: float) -> None:
@@ -351,7 +358,8 @@ class Dispatcher:
                 "cancelled" if future.cancelled() else future.exception(),
                 JOURNAL_RETRY_DELAY,
             )
-            self._inline_starting = self._alone = False
+            self._inline_starting = False
+            self._alone = None
             self._slots -= len(pooled)
             retry_at = self.clock.time() + JOURNAL_RETRY_DELAY
             for timer in itertools.chain(inline, pooled):
@@ -365,14 +373,15 @@ class Dispatcher:
             self._arm()
             return
         if self._closing:  # not run: they fire again after the next start
-            self._inline_starting = self._alone = False
+            self._inline_starting = False
+            self._alone = None
             self._running -= len(inline) + len(pooled)
             self._slots -= len(pooled)
             self._check_idle()
             return
         self._run_batch(inline, pooled)
         if not inline and not self._attempt_commits:
-            self._start_later()  # a timer on its last chance may wait for no commit in flight
+            self._start_later()  # a crash suspect may be waiting for no commit in flight
 
     def _run_batch(self, inline: list[Timer], pooled: list[Timer]) -> None:
         """A group's attempts are committed: run the plain ones now, hand the rest to workers."""
@@ -393,7 +402,8 @@ class Dispatcher:
         if succeeded:
             self._succeed(succeeded, now)
         if inline:
-            self._inline_starting = self._alone = False
+            self._inline_starting = False
+            self._alone = None
             if self.journal is None:
                 self._start_later()  # the next group in a callback of its own: others interleave
             else:
@@ -464,6 +474,8 @@ class Dispatcher:
         served = 0
         while go and not self._closing:
             timer = go.popleft()
+            if self._alone is timer:  # the queue goes on once its first step has run
+                self._loop_call_soon(self._suspect_started)
             if timer.interrupt == INTERRUPT_CANCEL:  # cancelled before its handler started
                 self._running -= 1
                 self._free_slot()

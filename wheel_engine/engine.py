@@ -207,7 +207,7 @@ class Engine(Dispatcher):
         self._next_version = recovered.max_version + 1
         with gc_paused(len(recovered.timers)):
             counts = self._restore(recovered.timers.values())
-        for key in recovered.interrupted:  # see Dispatcher._last_chance: it may start alone
+        for key in recovered.interrupted:  # see Dispatcher._suspect_started: it starts alone
             self._timers[key].interrupt = INTERRUPT_CRASH
         logger.info(
             "recovered %s: %d records, %s, next version %d",

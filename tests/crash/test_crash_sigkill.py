@@ -119,13 +119,6 @@ def test_sigkill_never_charges_timers_waiting_behind_max_concurrency(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="guarantee 5: a plain poison handler runs inline first in its start group and kills "
-    "the process before the group's async handlers start; their attempts were committed with "
-    "its own, and the same group forms at the head of the queue after each restart",
-)
 def test_sigkill_a_poison_timer_takes_no_queued_timer_down_with_it(tmp_path: Path) -> None:
     """A poison timer at the head of a backlog: each of its attempts kills the process. Only it
     may end DEAD; the timers that start with it (or wait behind it) must not be charged."""

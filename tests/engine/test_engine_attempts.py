@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -219,7 +219,7 @@ def dies_at(key: str, db: Path, into: Path, crashed: list[Path]) -> Callable[[Fi
 async def test_a_plain_poison_timer_does_not_take_its_inline_group_down(tmp_path: Path) -> None:
     """Plain handlers start in groups whose attempts share a commit, so a plain handler that
     kills the process charges the rest of its group. A timer whose last attempt a crash cut
-    short starts alone when its next attempt is its last: the poison dies alone."""
+    short starts alone: the poison dies alone."""
     clock = VirtualClock()
     keys = [f"p{i:02d}" for i in range(20)]
     policy = RetryPolicy(max_attempts=3, initial=0, jitter=False)
@@ -243,6 +243,52 @@ async def test_a_plain_poison_timer_does_not_take_its_inline_group_down(tmp_path
         assert crashes == 3  # the poison ran exactly max_attempts times
         states = {key: engine.get(key).state for key in keys}  # type: ignore[union-attr]
         assert states.pop("p05") is TimerState.DEAD
+        assert set(states.values()) == {TimerState.SUCCEEDED}
+    finally:
+        await engine.close(grace=0)
+
+
+def async_dies_at(
+    key: str, db: Path, into: Path, crashed: list[Path]
+) -> Callable[[Firing], Awaitable[None]]:
+    """:func:`dies_at` for an async handler: the crash lands in its first step, while the other
+    handlers of its start group have been charged but may not have started yet."""
+
+    async def handle(firing: Firing) -> None:
+        if firing.key == key and not crashed:
+            crashed.append(crash_copy(db, into))
+            await asyncio.Event().wait()  # the process is dead: it never returns
+
+    return handle
+
+
+async def test_an_async_poison_timer_does_not_take_its_start_group_down(tmp_path: Path) -> None:
+    """After a crash every interrupted timer starts alone, whatever its handler's kind, and the
+    queue goes on only once its handler has run its first step: an async poison that kills the
+    process at once is charged alone, never its group's partners (guarantee 5)."""
+    clock = VirtualClock()
+    keys = [f"a{i:02d}" for i in range(20)]
+    policy = RetryPolicy(max_attempts=3, initial=0, jitter=False)
+    db = tmp_path / "t0.db"
+    crashes = 0
+    while True:
+        crashed: list[Path] = []
+        engine = Engine(db, clock=clock, durability="normal", max_concurrency=4)
+        into = tmp_path / f"t{crashes + 1}.db"
+        engine.register("h", async_dies_at("a05", db, into, crashed), retry=policy)
+        await engine.start()
+        if crashes == 0:
+            await engine.schedule_many([{"handler": "h", "delay": 0, "key": key} for key in keys])
+        await clock.advance(0.01)
+        if not crashed or crashes > 3:
+            break
+        crashes += 1
+        await engine.close(grace=0)  # what is left of the dead process
+        db = crashed[0]
+    try:
+        assert crashes == 3  # the poison ran exactly max_attempts times
+        states = {key: engine.get(key).state for key in keys}  # type: ignore[union-attr]
+        assert states.pop("a05") is TimerState.DEAD
         assert set(states.values()) == {TimerState.SUCCEEDED}
     finally:
         await engine.close(grace=0)
