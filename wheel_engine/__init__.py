@@ -5,6 +5,8 @@ committed to an append-only SQLite journal before the call returns, so after a c
 is rebuilt and fires at least once into an idempotent handler. See ``docs/contract.md``.
 """
 
+import logging
+
 from wheel_engine._build import compiled as _compiled
 from wheel_engine.engine import Engine
 from wheel_engine.errors import (
@@ -40,3 +42,9 @@ __version__ = "0.1.0"
 #: True when this process runs the compiled core: every module listed in
 #: ``wheel_engine/_build.py`` was imported from its mypyc extension. False for pure Python.
 COMPILED: bool = _compiled()
+
+# A library never configures logging: without this, Python's last-resort handler would print
+# our warnings to stderr in applications that chose to configure none.
+for _name in ("wheel_engine", "journal"):
+    logging.getLogger(_name).addHandler(logging.NullHandler())
+del _name

@@ -5,15 +5,17 @@ redrive and compaction. How due timers fire lives in :mod:`wheel_engine.dispatch
 
 How a timer moves (see ``docs/design.md``)::
 
-    schedule() --commit--> PENDING in the wheel --due--> RUNNING (attempt committed)
+    schedule() --commit--> PENDING in the wheel --due--> PENDING in the queue (not charged)
+        --it can start--> RUNNING (its attempt committed just before its handler starts)
         --handler returns--> SUCCEEDED (ack, batched)
         --handler raises--> PENDING again after a backoff, or DEAD
-    cancel():  PENDING --commit--> CANCELED;  RUNNING --> handler task cancelled
+    cancel():  PENDING --commit--> CANCELED;  RUNNING --> asked to stop (cancel_requested)
 
 One loop timer is armed, for the earliest due tick; with nothing due the engine sleeps. When it
 fires, every timer due by the wall clock is taken out of the wheel in (tick, version) order and
-handed to at most ``max_concurrency`` workers. Plain (non-async) handlers run inline, like
-``call_at`` callbacks; async ones are awaited by a small pool of worker tasks, not one task each.
+queued; they start in groups, at most ``max_concurrency`` at a time. Plain (non-async) handlers
+run inline, like ``call_at`` callbacks; async ones are awaited by a small pool of worker tasks,
+not one task each.
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from journal import Cancel, Record, Redrive, Schedule
 from wheel_engine.clock import Clock, SystemClock
+from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, MIN_ERROR_BYTES, ErrorDescriber
 from wheel_engine.dispatcher import CANCELED, DEAD, PENDING, RUNNING, Dispatcher, log_failure
 from wheel_engine.errors import DuplicateKey, EngineError, UnknownHandler
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.handlers import HandlerFn, make_spec
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.retry import RetryPolicy
-from wheel_engine.timer import INTERRUPT_CANCEL, UNDECODED, Timer
+from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_CRASH, UNDECODED, Timer
 from wheel_engine.validation import (
     ON_CONFLICT,
     check_key,
@@ -88,6 +91,7 @@ class Engine(Dispatcher):
         retention: float = 86400.0,
         compact_min_records: int = 10_000,
         clock_check: float | None = 60.0,
+        max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
     ) -> None:
         if not (tick > 0 and math.isfinite(tick)):
             raise ValueError("tick must be a positive number of seconds")
@@ -95,12 +99,15 @@ class Engine(Dispatcher):
             raise ValueError('durability must be "full" or "normal"')
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        if not (isinstance(max_error_bytes, int) and max_error_bytes >= MIN_ERROR_BYTES):
+            raise ValueError(f"max_error_bytes must be an int >= {MIN_ERROR_BYTES}")
         super().__init__(
             tick=float(tick),
             max_concurrency=max_concurrency,
             clock=clock if clock is not None else SystemClock(),
             retention=retention,
             clock_check=clock_check,
+            max_error_bytes=max_error_bytes,
         )
         self.path = None if path is None else os.fspath(path)
         self.durability = durability
@@ -125,11 +132,14 @@ class Engine(Dispatcher):
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
         thread: bool = False,
+        describe_error: ErrorDescriber | None = None,
     ) -> Callable[[F], F]:
         """Decorator form of :meth:`register`."""
 
         def decorate(fn: F) -> F:
-            self.register(name, fn, timeout=timeout, retry=retry, thread=thread)
+            self.register(
+                name, fn, timeout=timeout, retry=retry, thread=thread, describe_error=describe_error
+            )
             return fn
 
         return decorate
@@ -142,14 +152,20 @@ class Engine(Dispatcher):
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
         thread: bool = False,
+        describe_error: ErrorDescriber | None = None,
     ) -> None:
-        """Register ``fn`` under ``name``. Timers parked for want of it become due again."""
+        """Register ``fn`` under ``name``. Timers parked for want of it become due again.
+
+        ``describe_error(exc) -> str`` decides what is kept of an exception the handler raised
+        (``last_error``, the journal, the DEAD log line); see :mod:`wheel_engine.diagnostics`.
+        """
         spec = make_spec(
             name,
             fn,
             timeout=timeout if timeout is not None else self.default_timeout,
             retry=retry if retry is not None else self.default_retry,
             thread=thread,
+            describe_error=describe_error,
         )
         self._handlers[name] = spec
         # Recovery parks timers whose handler is not registered; they become due now.
@@ -191,6 +207,8 @@ class Engine(Dispatcher):
         self._next_version = recovered.max_version + 1
         with gc_paused(len(recovered.timers)):
             counts = self._restore(recovered.timers.values())
+        for key in recovered.interrupted:  # see Dispatcher._suspect_started: it starts alone
+            self._timers[key].interrupt = INTERRUPT_CRASH
         logger.info(
             "recovered %s: %d records, %s, next version %d",
             self.path,
@@ -252,11 +270,8 @@ class Engine(Dispatcher):
         self._closing = True
         try:
             self._disarm()
-            # Committed attempts that no worker has started stay unacknowledged: they run
-            # again after the next start. Only handlers already running get the grace period.
-            self._running -= len(self._ready)
-            self._ready.clear()
-            self._check_idle()
+            # Only handlers already running get the grace period; see _drop_unstarted.
+            self._drop_unstarted()
             if self._running and grace > 0 and self._idle is not None:
                 await self._wait_idle(grace)
             for task in list(self._workers):
@@ -559,10 +574,7 @@ class Engine(Dispatcher):
         if timer is None or (version is not None and version != timer.version):
             return CancelResult.NOT_FOUND
         if timer.state is RUNNING:
-            if timer.interrupt is None:
-                timer.interrupt = INTERRUPT_CANCEL
-                if timer.task is not None:
-                    timer.task.cancel()
+            self._interrupt(timer, INTERRUPT_CANCEL)
             return CancelResult.CANCEL_REQUESTED
         if timer.state is not PENDING:
             return CancelResult.ALREADY_DONE
@@ -605,7 +617,7 @@ class Engine(Dispatcher):
         unhandled = sum(len(parked) for parked in self._unhandled.values())
         p50, p99 = self._stats.lag_percentiles()
         return {  # O(1) but for the lag percentiles: metrics scrape this on a live loop
-            "pending": len(self._wheel) + unhandled,
+            "pending": len(self._wheel) + unhandled + self._queued,
             "running": self._running,
             "dead": len(self._dead),
             "unhandled": unhandled,

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from wheel_engine.diagnostics import ErrorDescriber
 from wheel_engine.model import Firing
 from wheel_engine.retry import RetryPolicy
 
@@ -28,6 +29,7 @@ class HandlerSpec:
     is_async: bool  #: a coroutine function: awaited by a worker
     thread: bool  #: a plain function run in a worker thread
     inline: bool  #: a plain function run on the loop, like a call_at callback
+    describe_error: ErrorDescriber | None = None  #: what to keep of an exception (last_error)
 
 
 def make_spec(
@@ -37,6 +39,7 @@ def make_spec(
     timeout: float | None,
     retry: RetryPolicy,
     thread: bool,
+    describe_error: ErrorDescriber | None = None,
 ) -> HandlerSpec:
     """Check a registration and describe it. Raises before anything is registered."""
     if not isinstance(name, str) or not name:
@@ -50,4 +53,7 @@ def make_spec(
         raise ValueError(f"handler {name!r}: thread=True is for plain functions, not async ones")
     if timeout is not None and not (timeout > 0 and timeout != float("inf")):
         raise ValueError(f"handler {name!r}: timeout must be a positive number of seconds")
-    return HandlerSpec(name, fn, timeout, retry, is_async, thread, not is_async and not thread)
+    if describe_error is not None and not callable(describe_error):
+        raise TypeError(f"handler {name!r}: describe_error is not callable: {describe_error!r}")
+    inline = not is_async and not thread
+    return HandlerSpec(name, fn, timeout, retry, is_async, thread, inline, describe_error)

@@ -43,13 +43,7 @@ class TimerInfo(NamedTuple):
     last_error: str | None
 
 
-class Firing(NamedTuple):
-    """What a handler receives for one attempt.
-
-    ``idempotency_key`` is ``"<key>#<version>"``: the same for every attempt of this version,
-    before and after a crash, so a handler can make its effect happen once.
-    """
-
+class _FiringFields(NamedTuple):
     key: str
     version: int
     handler: str
@@ -58,6 +52,32 @@ class Firing(NamedTuple):
     attempt: int  #: 1 for the first attempt
     fired_at: float  #: epoch seconds the attempt started
 
+
+class Firing(_FiringFields):
+    """What a handler receives for one attempt: a named tuple of ``key, version, handler,
+    payload, due`` (epoch seconds it was due; for a retry, the retry's due time), ``attempt``
+    (1 for the first) and ``fired_at`` (epoch seconds the attempt started).
+
+    ``idempotency_key`` is ``"<key>#<version>"``: the same for every attempt of this version,
+    before and after a crash, so a handler can make its effect happen once.
+
+    ``cancel_requested`` turns true (and stays true) once a cancel, a timeout or shutdown asks
+    this attempt to stop; it is safe to read from any thread, so plain and ``thread=True``
+    handlers, which cannot be interrupted, can stop at their own checkpoints.
+    """
+
+    # No __slots__: a tuple subclass cannot have any, so instances get a __dict__, created only
+    # when an attempt is asked to stop; every other firing reads this class-level False.
+    _stop_requested: bool = False
+
     @property
     def idempotency_key(self) -> str:
         return f"{self.key}#{self.version}"
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._stop_requested
+
+    def _request_stop(self) -> None:
+        """Called by the engine on its loop; one attribute store, atomic under the GIL."""
+        self._stop_requested = True

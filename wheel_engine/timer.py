@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from wheel_engine.model import TimerInfo, TimerState
+from wheel_engine.model import Firing, TimerInfo, TimerState
 from wheel_engine.validation import decode_payload
 from wheel_engine.wheel.entry import DETACHED, WheelEntry
 
@@ -18,14 +18,34 @@ _new_tuple = tuple.__new__
 # Why a running handler is being interrupted (``Timer.interrupt``).
 INTERRUPT_CANCEL = "cancel"  #: engine.cancel() asked for it
 INTERRUPT_TIMEOUT = "timeout"  #: the handler ran past its timeout
+#: (on a PENDING timer, set at recovery) its last attempt was cut short by a crash
+INTERRUPT_CRASH = "crash"
+
+#: ``Timer.where`` of a due timer waiting in the dispatcher's queue for a free worker: out of
+#: the wheel (whose own values are all >= -3), PENDING, and not charged an attempt.
+QUEUED = -4
+
+
+class Worker:
+    """One worker task and the firing it is running: what a cancel or a timeout reaches.
+
+    One per worker task (not per firing); ``Timer.worker`` points at it while its handler runs.
+    """
+
+    __slots__ = ("firing", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.firing: Firing | None = None
 
 
 class Timer(WheelEntry["Timer"]):
     """One version of one key, and its own wheel entry (``item`` is the timer itself), so a
     pending timer costs one object. ``where != DETACHED`` while it waits in the wheel.
 
-    ``task`` is the worker task while its handler runs, ``interrupt`` why that task was
-    cancelled, ``packed`` the msgpack bytes of a recovered payload not decoded yet.
+    ``where`` is :data:`QUEUED` while it waits for a worker. ``worker`` is the :class:`Worker`
+    running its handler, ``interrupt`` why the attempt was asked to stop, ``packed`` the msgpack
+    bytes of a recovered payload not decoded yet.
     """
 
     __slots__ = (
@@ -39,9 +59,9 @@ class Timer(WheelEntry["Timer"]):
         "packed",
         "payload",
         "state",
-        "task",
         "updated_at",
         "version",
+        "worker",
     )
 
     def __init__(
@@ -71,7 +91,7 @@ class Timer(WheelEntry["Timer"]):
         self.last_error = last_error
         self.first_attempt_at = first_attempt_at
         self.updated_at = updated_at
-        self.task: asyncio.Task[Any] | None = None
+        self.worker: Worker | None = None
         self.interrupt: str | None = None
         self.packed: bytes | None = None
 

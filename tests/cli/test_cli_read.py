@@ -188,6 +188,7 @@ def test_running_timer_shows_running_while_engine_runs_and_after_a_crash(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "t.db"
+    # job:2 is committed before job:1 can fire, so "running" means both are in the journal.
     script = (
         "import asyncio, sys\n"
         "from wheel_engine import Engine\n"
@@ -198,8 +199,8 @@ def test_running_timer_shows_running_while_engine_runs_and_after_a_crash(
         "        await asyncio.sleep(60)\n"
         "    engine.register('stuck', stuck)\n"
         "    async with engine:\n"
-        "        await engine.schedule('stuck', delay=0, key='job:1')\n"
         "        await engine.schedule('stuck', delay=3600, key='job:2')\n"
+        "        await engine.schedule('stuck', delay=0, key='job:1')\n"
         "        await asyncio.sleep(60)\n"
         "asyncio.run(main())\n"
     )
@@ -218,3 +219,60 @@ def test_running_timer_shows_running_while_engine_runs_and_after_a_crash(
     code, data = run_json(capsys, "list", str(db), "--state", "RUNNING")
     assert isinstance(data, dict)
     assert [(t["key"], t["attempts"]) for t in data["timers"]] == [("job:1", 1)]
+
+
+def test_show_prints_payloads_as_json(
+    journal_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", str(journal_file), "dead:bad"]) == 0
+    out = capsys.readouterr().out
+    assert '{"order": "B2"}' in out  # what --payload takes back, not a Python repr
+    assert "{'order'" not in out
+    assert 'payload={"order": "B2"}' in out  # in the history too
+
+
+def test_every_list_column_is_named(journal_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", str(journal_file)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    columns = [c.strip() for c in header.split("┃")]
+    assert columns == [
+        "key", "version", "handler", "state", "due (UTC)", "due in", "attempts", "last error",
+    ]  # fmt: skip
+
+
+def test_limit_zero_means_no_limit(journal_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = run_json(capsys, "list", str(journal_file), "--limit", "0")
+    assert code == 0 and isinstance(data, dict) and data["shown"] == data["total"] == 6
+    code, data = run_json(capsys, "list", str(journal_file), "--limit", "-1")  # 0.1.0's "all"
+    assert code == 0 and isinstance(data, dict) and data["shown"] == 6
+    assert main(["list", str(journal_file), "--limit", "-2"]) == 2
+    err = capsys.readouterr().err
+    assert "--limit" in err and len(err.strip().splitlines()) == 1
+
+
+def test_errors_name_no_python_exception() -> None:
+    from io import StringIO
+
+    from wheel_engine.cli.output import Output
+
+    err = StringIO()
+    out = Output(stdout=StringIO(), stderr=err)
+    out.error("timers.db: FileExistsError: [Errno 17] File exists: 'x'")
+    out.error("ValueError: a journal needs a file path (run with --debug for the traceback)")
+    out.error("order ValueError: kept when it is not a prefix")
+    assert err.getvalue().splitlines() == [
+        "wheel-engine: error: timers.db: [Errno 17] File exists: 'x'",
+        "wheel-engine: error: a journal needs a file path (run with --debug for the traceback)",
+        "wheel-engine: error: order ValueError: kept when it is not a prefix",
+    ]
+
+
+def test_library_and_json_output_do_not_import_rich(journal_file: Path) -> None:
+    code = (
+        "import sys, wheel_engine, wheel_engine.cli\n"
+        "assert 'rich' not in sys.modules, 'import'\n"
+        f"assert wheel_engine.cli.main(['list', {str(journal_file)!r}, '--json']) == 0\n"
+        f"assert wheel_engine.cli.main(['show', {str(journal_file)!r}, 'nope']) == 1\n"
+        "assert 'rich' not in sys.modules, 'json'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)

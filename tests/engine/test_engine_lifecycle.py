@@ -115,4 +115,5 @@ async def test_close_does_not_wait_for_firings_no_worker_started() -> None:
     await closing
     assert finished_early and started == ["k0"] and clock.time() - t0 >= 1
     assert engine.get("k0").state is TimerState.SUCCEEDED  # type: ignore[union-attr]
-    assert engine.get("k4").state is TimerState.RUNNING  # type: ignore[union-attr]  # unacked
+    queued = engine.get("k4")  # never started: still PENDING, and not charged an attempt
+    assert queued is not None and queued.state is TimerState.PENDING and queued.attempts == 0

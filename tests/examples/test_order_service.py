@@ -24,6 +24,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "order_service.py"
 
 
 def load() -> ModuleType:
+    if str(EXAMPLE.parent) not in sys.path:  # as when run as a script: orders_common beside it
+        sys.path.insert(0, str(EXAMPLE.parent))
     spec = importlib.util.spec_from_file_location("example_order_service", EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

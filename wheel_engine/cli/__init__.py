@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--handler", metavar="H", help="only timers for this handler")
     p.add_argument(
-        "--limit", metavar="N", type=int, default=100, help="show at most N (default 100; -1: all)"
+        "--limit", metavar="N", type=int, default=100, help="show at most N (default 100; 0: all)"
     )
 
     p = sub.add_parser(
@@ -146,13 +146,17 @@ def build_parser() -> argparse.ArgumentParser:
         description=BENCH_DESCRIPTION,
         add_help=False,  # --help goes to the benchmark's own parser, when it is installed
     )
+    from wheel_engine.cli import remote
+
+    remote.add_parsers(sub, common)  # schedule, cancel
     return parser
 
 
 def _commands() -> dict[str, Command]:
-    from wheel_engine.cli import read, run, write
+    from wheel_engine.cli import read, remote, run, write
 
     return {
+        **remote.COMMANDS,
         "status": read.cmd_status,
         "list": read.cmd_list,
         "show": read.cmd_show,

@@ -8,21 +8,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
+if TYPE_CHECKING:  # rich is imported when something is drawn: --json and errors never need it
+    from rich.console import Console
+    from rich.progress import Progress
 
 __all__ = [
     "EXIT_ERROR",
@@ -34,6 +28,7 @@ __all__ = [
     "fmt_age",
     "fmt_bytes",
     "fmt_duration",
+    "fmt_json",
     "fmt_time",
 ]
 
@@ -42,6 +37,10 @@ EXIT_PROBLEM = 1  #: the command ran and found a problem (check failed, nothing 
 EXIT_USAGE = 2  #: argparse's own code for bad arguments
 EXIT_ERROR = 3  #: the command could not run: missing file, not a journal, damaged journal
 EXIT_LOCKED = 4  #: a writing command found the journal locked by a running engine
+
+#: A Python exception's class name where a message starts or follows "path: " (``ValueError: ``):
+#: internal detail that tells a person nothing; ``--debug`` shows the traceback for developers.
+_EXCEPTION_NAME: Final = re.compile(r"(?:(?<=^)|(?<=: ))[A-Z][A-Za-z]*(?:Error|Exception): ")
 
 
 class CliError(Exception):
@@ -93,6 +92,16 @@ def fmt_bytes(size: int) -> str:
     raise AssertionError("unreachable")
 
 
+def fmt_json(value: Any) -> str:
+    """A value (a payload) as compact JSON, the way people will type it back into ``--payload``."""
+    return json.dumps(value, default=_jsonable, ensure_ascii=False)
+
+
+def plain_message(text: str) -> str:
+    """``text`` without Python exception class names (``FileExistsError: ...``)."""
+    return _EXCEPTION_NAME.sub("", text)
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
@@ -116,10 +125,27 @@ class Output:
         self.json_mode = json_mode
         self._stdout = stdout if stdout is not None else sys.stdout
         self._stderr = stderr if stderr is not None else sys.stderr
-        self.console = Console(file=self._stdout, highlight=False, soft_wrap=False)
-        if not self.console.is_terminal:  # a pipe or a file: do not wrap at 80 columns
-            self.console.width = 160
-        self.err_console = Console(file=self._stderr, highlight=False, soft_wrap=True)
+        self._console: Console | None = None
+        self._err_console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        """The rich console on stdout, made (and rich imported) on first use."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(file=self._stdout, highlight=False, soft_wrap=False)
+            if not self._console.is_terminal:  # a pipe or a file: do not wrap at 80 columns
+                self._console.width = 160
+        return self._console
+
+    @property
+    def err_console(self) -> Console:
+        if self._err_console is None:
+            from rich.console import Console
+
+            self._err_console = Console(file=self._stderr, highlight=False, soft_wrap=True)
+        return self._err_console
 
     # --- results -------------------------------------------------------------------------------
     def json(self, data: Any) -> None:
@@ -136,6 +162,8 @@ class Output:
         right: Sequence[str] = (),
         nowrap: Sequence[str] = (),
     ) -> None:
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
         for column in columns:
             table.add_column(
@@ -147,6 +175,8 @@ class Output:
 
     def fields(self, pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> None:
         """A two-column ``name: value`` block."""
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left", show_header=False, show_edge=False)
         table.add_column(style="bold")
         table.add_column(overflow="fold")
@@ -160,18 +190,35 @@ class Output:
 
     def note(self, text: str) -> None:
         """A remark for people on stderr (kept out of the way of ``--json`` output)."""
-        self.err_console.print(text, markup=False, style="dim")
+        self._to_stderr(text, "dim")
 
     def error(self, text: str) -> None:
-        self.err_console.print(f"wheel-engine: error: {text}", markup=False, style="red")
+        """One line on stderr, without Python exception names."""
+        self._to_stderr(f"wheel-engine: error: {plain_message(text)}", "red")
+
+    def _to_stderr(self, line: str, style: str) -> None:
+        if self._stderr.isatty():
+            self.err_console.print(line, markup=False, style=style)
+        else:  # plain text, and no rich import for it
+            self._stderr.write(line + "\n")
+            self._stderr.flush()
 
     # --- progress --------------------------------------------------------------------------------
     @contextmanager
     def progress(self, description: str, total: int | None = None) -> Iterator[_Bar]:
         """A progress bar on stderr when it is a terminal; a silent counter otherwise."""
-        if self.json_mode or not self.err_console.is_terminal:
+        if self.json_mode or not self._stderr.isatty():
             yield _Bar(None, None)
             return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         progress = Progress(
             SpinnerColumn(),
             TextColumn("[progress.description]{task.description}"),

@@ -31,6 +31,7 @@ from wheel_engine.cli.output import (
     fmt_age,
     fmt_bytes,
     fmt_duration,
+    fmt_json,
     fmt_time,
 )
 
@@ -171,6 +172,7 @@ async def cmd_list(args: argparse.Namespace, out: Output) -> int:
     wanted = args.state.upper() if args.state else None
     if wanted is not None and wanted not in STATES:
         raise CliError(f"unknown state {args.state!r}; one of: {', '.join(STATES)}", code=2)
+    limit = _limit(args.limit)
     async with open_readonly(args.db) as journal:
         recovered = await _recover(journal, out, args.db)
     rows = [
@@ -181,8 +183,8 @@ async def cmd_list(args: argparse.Namespace, out: Output) -> int:
     ]
     rows.sort(key=lambda r: (r.due, r.version))
     total = len(rows)
-    if args.limit is not None and args.limit >= 0:
-        rows = rows[: args.limit]
+    if limit:
+        rows = rows[:limit]
     items = [row_to_dict(r, now=now) for r in rows]
     if out.json_mode:
         out.json({"total": total, "shown": len(items), "timers": items})
@@ -191,7 +193,7 @@ async def cmd_list(args: argparse.Namespace, out: Output) -> int:
         out.line("no timers match")
         return EXIT_OK
     out.table(
-        ["key", "version", "handler", "state", "due (UTC)", "", "attempts", "last error"],
+        ["key", "version", "handler", "state", "due (UTC)", "due in", "attempts", "last error"],
         [
             [
                 i["key"],
@@ -211,6 +213,15 @@ async def cmd_list(args: argparse.Namespace, out: Output) -> int:
     if total > len(items):
         out.note(f"showing {len(items)} of {total} (--limit)")
     return EXIT_OK
+
+
+def _limit(limit: int | None) -> int | None:
+    """``--limit``: N timers at most; 0 (and -1, as 0.1.0 documented it) for no limit."""
+    if limit is None or limit in (0, -1):
+        return None
+    if limit < 0:
+        raise CliError(f"--limit {limit}: give a count >= 0 (0: no limit)", code=2)
+    return limit
 
 
 def _short(text: str | None, width: int = 60) -> str | None:
@@ -258,6 +269,8 @@ async def cmd_show(args: argparse.Namespace, out: Output) -> int:
                 value = f"{fmt_time(value)} ({fmt_age(value, now)})"
             elif name in ("first_attempt_at", "updated_at") and value is not None:
                 value = fmt_time(value)
+            elif name == "payload":
+                value = fmt_json(value)
             pairs.append((name, value))
         out.fields(pairs, title=f"timer {args.key}")
     if data["history"]:
@@ -286,9 +299,9 @@ async def cmd_show(args: argparse.Namespace, out: Output) -> int:
 def _fmt_field(name: str, value: Any) -> str:
     if name == "due" and isinstance(value, (int, float)):
         return fmt_time(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and name != "payload":
         return _short(value) or ""
-    return repr(value)
+    return fmt_json(value)
 
 
 async def cmd_check(args: argparse.Namespace, out: Output) -> int:

@@ -1,40 +1,27 @@
-"""The writing commands: ``compact`` and ``redrive``.
+"""The writing commands ``compact`` and ``redrive``.
 
-They open an :class:`~wheel_engine.Engine` on the journal with no handlers registered, so they
-take the journal's lock (and refuse, exit code 4, while a service's engine holds it) and fire
+Each first asks the running engine through its admin socket (``<journal>-admin.sock``, served by
+``Engine(..., admin=True)``): the engine does the work live. When no engine serves a socket they
+open an :class:`~wheel_engine.Engine` on the journal with no handlers registered, so they take
+the journal's lock (and refuse, exit code 4, while an engine without a socket holds it) and fire
 nothing: every timer they recover stays in the journal exactly as it was.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wheel_engine.cli.common import file_size, open_engine, row_to_dict
 from wheel_engine.cli.output import EXIT_OK, EXIT_PROBLEM, CliError, Output, fmt_bytes, fmt_time
+from wheel_engine.cli.remote import parse_when, via_admin
 
 if TYPE_CHECKING:
     from wheel_engine import Engine
 
-__all__ = ["cmd_compact", "cmd_redrive", "parse_when"]
-
-
-def parse_when(text: str) -> float:
-    """``--at``: epoch seconds, or an ISO 8601 time with a zone (``2026-01-01T12:00:00Z``)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise CliError(f"--at {text!r}: not epoch seconds nor an ISO 8601 time", code=2) from exc
-    if when.tzinfo is None:
-        raise CliError(f"--at {text!r}: give a time zone (e.g. a trailing Z for UTC)", code=2)
-    return when.timestamp()
+__all__ = ["cmd_compact", "cmd_redrive"]
 
 
 async def _records(engine: Engine) -> tuple[int, int]:
@@ -49,6 +36,9 @@ async def _records(engine: Engine) -> tuple[int, int]:
 async def cmd_compact(args: argparse.Namespace, out: Output) -> int:
     path = Path(args.db)
     before_bytes = file_size(path) if path.exists() else 0
+    answer = via_admin(args.db, "compact")
+    if answer is not None:
+        return _report_live_compaction(args, out, answer, before_bytes)
     async with open_engine(args.db) as engine:
         before = await _records(engine)
         with out.progress(f"compacting {args.db}") as bar:
@@ -79,9 +69,22 @@ async def cmd_compact(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-async def cmd_redrive(args: argparse.Namespace, out: Output) -> int:
-    from wheel_engine import TimerState
+def _report_live_compaction(
+    args: argparse.Namespace, out: Output, answer: dict[str, Any], before_bytes: int
+) -> int:
+    after_bytes = file_size(Path(args.db))
+    if out.json_mode:
+        out.json({**answer, "bytes_before": before_bytes, "bytes_after": after_bytes, "live": True})
+    else:
+        out.line(
+            f"compacted {args.db} (by the running engine): {answer['records_before']} records "
+            f"-> {answer['records_after']}, {fmt_bytes(before_bytes)} -> {fmt_bytes(after_bytes)} "
+            f"in {answer['seconds']:.2f}s"
+        )
+    return EXIT_OK
 
+
+async def cmd_redrive(args: argparse.Namespace, out: Output) -> int:
     if args.key is None and not args.all_dead:
         raise CliError("redrive needs a KEY or --all-dead", code=2)
     if args.key is not None and args.all_dead:
@@ -89,6 +92,22 @@ async def cmd_redrive(args: argparse.Namespace, out: Output) -> int:
     if args.key is not None and args.handler is not None:
         raise CliError("--handler only goes with --all-dead", code=2)
     at = parse_when(args.at) if args.at is not None else None
+    answer = via_admin(
+        args.db, "redrive", key=args.key, all_dead=args.all_dead, handler=args.handler, at=at
+    )
+    if answer is not None:
+        done: list[dict[str, Any]] = list(answer["timers"])
+    else:
+        done = await _redrive_directly(args, out, at)
+    return _report_redrive(args, out, done)
+
+
+async def _redrive_directly(
+    args: argparse.Namespace, out: Output, at: float | None
+) -> list[dict[str, Any]]:
+    """Redrive with the journal's lock held, no engine running (see the module docstring)."""
+    from wheel_engine import TimerState
+
     now = time.time()
     done: list[dict[str, Any]] = []
     async with open_engine(args.db) as engine:
@@ -111,6 +130,10 @@ async def cmd_redrive(args: argparse.Namespace, out: Output) -> int:
                 if after is not None:
                     done.append(row_to_dict(after, now=now))
                 bar.update(n, len(keys))
+    return done
+
+
+def _report_redrive(args: argparse.Namespace, out: Output, done: list[dict[str, Any]]) -> int:
     if out.json_mode:
         out.json({"redriven": len(done), "timers": done})
         return EXIT_OK

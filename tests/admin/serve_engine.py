@@ -1,0 +1,53 @@
+"""An engine in its own process, for the admin and CLI tests: ``python serve_engine.py CONFIG``.
+
+CONFIG is JSON: ``{"journal": PATH, "record": [names], "fail": [names], "admin": bool}``.
+Handlers named in ``record`` append ``key#version`` to ``<journal>.fired`` (one line each, then
+fsync-free flush: the test polls the file); those in ``fail`` raise ``PermanentError`` (their
+timers go DEAD). With ``admin`` it serves the admin socket by hand (``AdminServer``), as
+``Engine(admin=True)`` will. Prints ``READY <pid>`` once serving; SIGTERM closes it cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from wheel_engine import Engine, Firing, PermanentError
+from wheel_engine.admin import AdminServer, admin_path
+
+
+async def serve(config: dict[str, object]) -> None:
+    journal = str(config["journal"])
+    fired = Path(journal + ".fired")
+    engine = Engine(journal)
+
+    async def record(firing: Firing) -> None:
+        with fired.open("a") as f:
+            f.write(f"{firing.key}#{firing.version}\n")
+
+    async def fail(firing: Firing) -> None:
+        raise PermanentError("refused by the test's downstream")
+
+    for name in config.get("record", []):  # type: ignore[attr-defined]
+        engine.register(name, record)
+    for name in config.get("fail", []):  # type: ignore[attr-defined]
+        engine.register(name, fail)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    async with engine:
+        server = AdminServer(engine, admin_path(journal)) if config.get("admin") else None
+        if server is not None:
+            await server.start()
+        print(f"READY {os.getpid()}", flush=True)
+        await stop.wait()
+        if server is not None:
+            await server.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(json.loads(sys.argv[1])))

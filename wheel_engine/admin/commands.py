@@ -1,0 +1,168 @@
+"""What each admin command does, through the engine's public API only.
+
+Every command takes the request's ``args`` (a JSON object), checks that it names only the
+arguments the command knows, and calls one public method of :class:`~wheel_engine.Engine`
+(``schedule``, ``cancel``, ``redrive``, ``compact``, ``get``, ``timers``, ``stats``). The engine
+validates the values itself, exactly as for a call in the service's own code: a handler that is
+not registered is ``UnknownHandler``, a bad time or payload a ``ValueError``/``TypeError``, and
+nothing is written then. No command evaluates, imports or runs anything named in a request.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from wheel_engine.admin.protocol import PROTOCOL_VERSION, RemoteError
+from wheel_engine.model import TimerInfo, TimerState
+
+if TYPE_CHECKING:
+    from wheel_engine.engine import Engine
+
+__all__ = ["COMMAND_TABLE", "timer_wire"]
+
+Command = Callable[["Engine", dict[str, Any]], Awaitable[dict[str, Any]]]
+
+#: Arguments each command accepts (any other name is refused as ``invalid``).
+_SCHEDULE_ARGS: Final = frozenset({"handler", "at", "delay", "key", "payload", "on_conflict"})
+_CANCEL_ARGS: Final = frozenset({"key", "version"})
+_REDRIVE_ARGS: Final = frozenset({"key", "all_dead", "handler", "at"})
+
+
+def timer_wire(info: TimerInfo | None) -> dict[str, Any] | None:
+    """A timer as JSON-ready data (the payload as the engine holds it)."""
+    if info is None:
+        return None
+    return {
+        "key": info.key,
+        "version": info.version,
+        "handler": info.handler,
+        "due": info.due,
+        "state": info.state.value,
+        "attempts": info.attempts,
+        "last_error": info.last_error,
+        "payload": info.payload,
+    }
+
+
+def _known(args: dict[str, Any], allowed: frozenset[str]) -> None:
+    unknown = sorted(set(args) - allowed)
+    if unknown:
+        raise RemoteError("invalid", f"unknown argument(s): {', '.join(unknown)}")
+
+
+def _text(args: dict[str, Any], name: str, *, required: bool) -> str | None:
+    value = args.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        raise RemoteError("invalid", f"{name} must be a non-empty string")
+    return value
+
+
+def _int_or_none(args: dict[str, Any], name: str) -> int | None:
+    value = args.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise RemoteError("invalid", f"{name} must be an integer")
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Stats as strict JSON: non-finite floats (no JSON number) become None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+async def ping(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+    from wheel_engine import __version__
+
+    return {
+        "protocol": PROTOCOL_VERSION,
+        "wheel_engine": __version__,
+        "pid": os.getpid(),
+        "journal": engine.path,
+    }
+
+
+async def status(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+    return {**(await ping(engine, args)), "stats": _plain(engine.stats())}
+
+
+async def schedule(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+    _known(args, _SCHEDULE_ARGS)
+    handler = _text(args, "handler", required=True)
+    assert handler is not None
+    info = await engine.schedule(
+        handler,
+        at=args.get("at"),
+        delay=args.get("delay"),
+        payload=args.get("payload"),
+        key=_text(args, "key", required=False),
+        on_conflict=args.get("on_conflict", "replace"),
+    )
+    return {"timer": timer_wire(info)}
+
+
+async def cancel(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+    _known(args, _CANCEL_ARGS)
+    key = _text(args, "key", required=True)
+    assert key is not None
+    result = await engine.cancel(key, version=_int_or_none(args, "version"))
+    return {"result": result.value, "timer": timer_wire(engine.get(key))}
+
+
+async def redrive(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+    _known(args, _REDRIVE_ARGS)
+    key = _text(args, "key", required=False)
+    all_dead = args.get("all_dead", False)
+    if not isinstance(all_dead, bool) or (key is None) == (not all_dead):
+        raise RemoteError("invalid", "give either key or all_dead=true")
+    handler = _text(args, "handler", required=False)
+    if key is not None:
+        info = engine.get(key)
+        if info is None:
+            raise RemoteError("not_found", f"no timer with key {key!r}")
+        if info.state is not TimerState.DEAD:
+            raise RemoteError(
+                "not_dead", f"timer {key!r} is {info.state.value}; only DEAD timers are redriven"
+            )
+        keys = [key]
+    else:
+        keys = [t.key for t in engine.timers(state=TimerState.DEAD, handler=handler)]
+    done = []
+    for k in keys:
+        current = engine.get(k)
+        if current is not None and current.state is TimerState.DEAD:  # not redriven meanwhile
+            done.append(timer_wire(await engine.redrive(k, at=args.get("at"))))
+    return {"redriven": len(done), "timers": done}
+
+
+async def compact(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+    _known(args, frozenset())
+    before = engine.stats()["journal_records"]
+    started = time.perf_counter()
+    await engine.compact()
+    return {
+        "records_before": before,
+        "records_after": engine.stats()["journal_records"],
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+#: Every command the server answers, by name.
+COMMAND_TABLE: Final[dict[str, Command]] = {
+    "ping": ping,
+    "status": status,
+    "schedule": schedule,
+    "cancel": cancel,
+    "redrive": redrive,
+    "compact": compact,
+}
