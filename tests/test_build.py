@@ -24,6 +24,8 @@ import pytest
 import wheel_engine
 from wheel_engine import _build
 from wheel_engine.cli import build_parser
+from wheel_engine.timer import Timer
+from wheel_engine.wheel import TimingWheel
 
 ROOT = Path(__file__).resolve().parents[1]
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
@@ -71,6 +73,18 @@ def test_compiled_modules_are_extensions_inside_their_packages() -> None:
         assert (
             Path(str(library.__file__)) == package_dir / f"{_build.SHARED_LIBRARY}__mypyc{SUFFIX}"
         )
+
+
+def test_a_timer_comes_out_of_the_wheel_as_itself() -> None:
+    # Timer overrides WheelEntry.item with a property; compiled code reads a base attribute
+    # from its native slot, so with ``item`` an attribute the compiled wheel raised
+    # AttributeError here (WheelEntry.item is a property for that reason).
+    wheel: TimingWheel[Timer] = TimingWheel(now_tick=0)
+    timer = Timer("k", 1, "h", 0.005, None)
+    timer.tick = 5
+    wheel.insert_entry(timer)
+    assert wheel.advance(10) == [timer]
+    assert wheel.insert(3, 2, "plain").item == "plain"
 
 
 def test_no_compiled_module_is_older_than_its_source() -> None:
