@@ -164,9 +164,9 @@ async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> Compact
     await conn.execute(
         "UPDATE meta SET value = max(value, ?) WHERE name = 'max_version'", (plan.max_version,)
     )
-    await _seal_meta(conn)
     cur = await conn.execute("SELECT count(*) FROM snapshot")
     (live,) = await cur.fetchone()
+    await _seal_meta(conn, int(live))
     await conn.commit()
     await _shrink(conn)
     return CompactionResult(
@@ -180,8 +180,12 @@ async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> Compact
     )
 
 
-async def _seal_meta(conn: Any) -> None:
-    """:func:`journal.checksum.seal_meta` on the writer's aiosqlite connection."""
+async def _seal_meta(conn: Any, snapshot_rows: int) -> None:
+    """Store the snapshot's row count and seal ``meta`` (:func:`journal.checksum.seal_meta`,
+    on the writer's aiosqlite connection)."""
+    await conn.execute(
+        "INSERT OR REPLACE INTO meta (name, value) VALUES ('snapshot_rows', ?)", (snapshot_rows,)
+    )
     cur = await conn.execute("SELECT name, value FROM meta")
     meta = dict(await cur.fetchall())
     await conn.execute(

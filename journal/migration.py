@@ -48,8 +48,9 @@ def migrate(con: sqlite3.Connection, meta: MetaInfo, path: str) -> None:
     records = _seal_records(con, meta.snapshot_seq, path)
     rows = _seal_snapshot(con, path)
     con.execute("UPDATE meta SET value = 2 WHERE name = 'schema_version'")
-    con.execute(
-        "INSERT OR REPLACE INTO meta (name, value) VALUES ('journal_id', ?)", (new_journal_id(),)
+    con.executemany(
+        "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
+        [("journal_id", new_journal_id()), ("snapshot_rows", rows)],
     )
     seal_meta(con)
     logger.info(

@@ -13,7 +13,7 @@ import msgpack
 from journal import codec
 from journal.errors import JournalCorrupt
 from journal.records import Record, Schedule
-from journal.recovery import BATCH
+from journal.recovery import BATCH, snapshot_count_problem
 from journal.schema import MetaInfo, connect_ro, raise_for, read_meta
 from journal.state import TimerRow
 from journal.watermark import Mark, read_mark, verify_mark
@@ -167,6 +167,8 @@ def check_sync(path: str, limit: int = 100) -> CheckReport:
         report.problems.append(str(exc))
         mark = None
     con = connect_ro(path)
+    # A damaged byte can make a key not UTF-8: read it anyway, so the row can be named.
+    con.text_factory = _tolerant_text
     try:
         try:
             for (line,) in con.execute("PRAGMA quick_check"):
@@ -177,7 +179,7 @@ def check_sync(path: str, limit: int = 100) -> CheckReport:
             report.schema_version = meta.schema_version
             if mark is not None and mark.journal_id == meta.journal_id:
                 report.high_water_mark = mark.seq
-            _check_snapshot(con, meta, report, limit)
+            _check_snapshot(con, path, meta, report, limit)
             _check_records(con, meta, report, limit)
             try:
                 verify_mark(mark, meta.journal_id, meta.max_seq, path)
@@ -195,8 +197,12 @@ def check_sync(path: str, limit: int = 100) -> CheckReport:
     return report
 
 
+def _tolerant_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
 def _check_snapshot(
-    con: sqlite3.Connection, meta: MetaInfo, report: CheckReport, limit: int
+    con: sqlite3.Connection, path: str, meta: MetaInfo, report: CheckReport, limit: int
 ) -> None:
     decode_row = codec.decode_row if meta.sealed else codec.decode_row_v1
     cur = con.execute("SELECT key, state, updated_at, body FROM snapshot")
@@ -213,6 +219,10 @@ def _check_snapshot(
         report.snapshot_rows += len(rows)
         if len(report.problems) >= limit:
             return
+    if meta.snapshot_rows is not None and meta.snapshot_rows != report.snapshot_rows:
+        report.problems.append(
+            snapshot_count_problem(meta.snapshot_rows, report.snapshot_rows, path)
+        )
 
 
 def _check_records(

@@ -40,6 +40,7 @@ __all__ = [
     "fold_sealed",
     "fold_snapshot",
     "recover_sync",
+    "snapshot_count_problem",
 ]
 
 #: Rows fetched per ``fetchmany``. Small on purpose: a big batch of row tuples lives long
@@ -248,6 +249,14 @@ def _as_sealed_v1(row: tuple[str, int, float, bytes]) -> tuple[Any, ...]:
     return (*codec.unpack(body), key, state, updated_at, None)
 
 
+def snapshot_count_problem(expected: int, found: int, path: str) -> str:
+    how = "lost" if found < expected else "added"
+    return (
+        f"journal snapshot has {found} rows where {expected} were written "
+        f"({abs(expected - found)} {how}): {path}"
+    )
+
+
 def check_tail_end(meta: MetaInfo, last_seq: int, path: str) -> None:
     """After the tail was folded up to ``last_seq``: the file must hold nothing beyond it.
 
@@ -256,7 +265,8 @@ def check_tail_end(meta: MetaInfo, last_seq: int, path: str) -> None:
     """
     if meta.max_seq != last_seq:
         raise JournalCorrupt(
-            f"record {last_seq + 1}: missing (the journal's newest seq is {meta.max_seq}): {path}",
+            f"records {last_seq + 1}..{meta.max_seq} are missing (the newest row is numbered "
+            f"{meta.max_seq}, the records in seq order end at {last_seq}): {path}",
             seq=last_seq + 1,
         )
 
@@ -327,6 +337,8 @@ def recover_sync(path: str, progress: Progress | None = None) -> Recovered:
                     reported = done
                     progress(done, total)
 
+            if meta.snapshot_rows is not None and meta.snapshot_rows != snap_count:
+                raise JournalCorrupt(snapshot_count_problem(meta.snapshot_rows, snap_count, path))
             timers: dict[str, TimerRow] = {}
             snapshot_rows, max_version = _read_snapshot(con, timers, meta, tick)
             last_seq, max_version = _read_tail(con, path, timers, meta, max_version, tick)

@@ -185,3 +185,59 @@ async def test_recover_on_closed_readonly_raises(db: str) -> None:
     await ro.close()
     with pytest.raises(JournalError):
         await ro.recover()
+
+
+# -- rows deleted, moved or renumbered: seqs are dense and sealed into each record -------------
+
+
+def _sql(db: str, *statements: str) -> None:
+    con = sqlite3.connect(db)
+    for statement in statements:
+        con.execute(statement)
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize(
+    ("statements", "seq"),
+    [
+        (["DELETE FROM records WHERE seq = 5"], 5),
+        (["DELETE FROM records WHERE seq = 1"], 1),
+        (["UPDATE records SET seq = 100 WHERE seq = 10"], 11),  # the newest, renumbered up
+        (
+            [
+                "UPDATE records SET seq = 0 WHERE seq = 3",
+                "UPDATE records SET seq = 3 WHERE seq = 4",
+                "UPDATE records SET seq = 4 WHERE seq = 0",
+            ],
+            3,
+        ),  # two records swapped
+    ],
+    ids=["deleted", "deleted-first", "renumbered-newest", "swapped"],
+)
+async def test_a_deleted_moved_or_renumbered_record_is_named(
+    db: str, statements: list[str], seq: int
+) -> None:
+    await write(db, [Schedule(f"k{i}", i + 1, "h", 1.0, None, 0.0) for i in range(10)])
+    _sql(db, *statements)
+    for readonly in (True, False):
+        j = await Journal.open(db, readonly=readonly)
+        with pytest.raises(JournalCorrupt) as info:
+            await j.recover()
+        assert info.value.seq == seq
+        assert not (await j.check()).ok
+        await j.close()
+
+
+async def test_a_changed_key_in_a_record_is_caught(db: str) -> None:
+    await write(db, [Schedule("s74", 1, "h", 1.0, None, 0.0)])
+    con = sqlite3.connect(db)
+    (body,) = con.execute("SELECT body FROM records").fetchone()
+    con.execute("UPDATE records SET body = ?", (body.replace(b"s74", b"S74"),))
+    con.commit()
+    con.close()
+    j = await Journal.open(db)
+    with pytest.raises(JournalCorrupt, match="record 1: checksum mismatch") as info:
+        await j.recover()
+    assert info.value.seq == 1
+    await j.close()
