@@ -11,7 +11,11 @@ Step by step (:meth:`journal.Journal.compact`):
 3. :func:`write_plan`, through the writer (so it is serialised with group commits), in ONE
    transaction: delete and upsert those snapshot rows, delete the untouched snapshot rows that
    retention drops (``state IN (SUCCEEDED, CANCELED) AND updated_at < cutoff``, in SQL), delete
-   the records ``seq <= S``, and store ``snapshot_seq = S`` and ``max_version`` in ``meta``.
+   the records ``seq <= S``, and store ``snapshot_seq = S``, ``max_version`` and the snapshot's
+   row count in ``meta``, then seal ``meta`` (its checksum).
+
+The plan checks what it reads as recovery does (each record's CRC, seq, kind and shape; each
+snapshot row it loads, against its columns) and writes every upserted row sealed.
 
 4. If more than two thirds of the file's pages are free, ``PRAGMA incremental_vacuum`` gives
    back all but as many as are in use (room for the next tail; the file is created with

@@ -112,7 +112,9 @@ class Journal:
 
         Raises :class:`JournalLocked` when another writer holds it, :class:`JournalError` for a
         file that is not a journal, a journal from a newer wheel-engine, or a missing file when
-        ``readonly``.
+        ``readonly``, and :class:`JournalCorrupt` for a journal that lost committed records (its
+        high-water mark is above its newest seq) or a damaged ``meta``. A writable open migrates
+        a schema-1 journal in place (:mod:`journal.migration`); a read-only one reads it as is.
         """
         spath = os.fspath(path)
         if not spath or spath == ":memory:" or spath.startswith("file:"):
@@ -252,7 +254,8 @@ class Journal:
         return await asyncio.to_thread(info_sync, self.path)
 
     async def check(self) -> CheckReport:
-        """Integrity check: SQLite's quick_check plus a decode of every row; lists the damage."""
+        """Integrity check: SQLite's quick_check, every row's checksum and shape, every payload,
+        dense seqs and the high-water mark; lists the damage (:func:`journal.reader.check_sync`)."""
         self._check_open()
         return await asyncio.to_thread(check_sync, self.path)
 
