@@ -55,10 +55,10 @@ def sealed(blob: bytes) -> bool:
 def sealed_data(data: bytes) -> bool:
     """True when ``data`` is intact sealed blobs back to back (one CRC pass over them all).
 
-    A ``False`` says some blob is damaged, not which: look with :func:`sealed`. A ``True`` for
-    blobs whose boundaries moved (bytes shifted from one row to the next, the concatenation the
-    same) is still caught by the reader, who checks that each blob is one value with the seq or
-    key of its row.
+    A ``False`` says some blob is damaged, not which: look with :func:`sealed`. A ``True`` says
+    the concatenation is what was sealed: blobs whose boundaries moved (bytes shifted from one
+    row to the next, the concatenation the same) pass, and decode, back to back, to exactly
+    what was written; :func:`sealed` on each blob alone tells them apart (``check`` does).
     """
     return _crc32(data, SEAL) == SEAL
 

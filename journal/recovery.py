@@ -93,10 +93,12 @@ def fold_sealed(
     """
     data = _joined(map(_BODY_OF_RECORD, rows))
     if data is None or not sealed_data(data):
-        _diagnose_records(rows, after_seq)
-        data = b""  # pragma: no cover - the diagnosis raises
+        _diagnose_records(rows, after_seq)  # raises: if every blob is sealed, so is the batch
+        data = b""  # pragma: no cover
     # The batch is intact, so it is the bodies as sealed, back to back: one streaming decode
     # (no per-row call overhead). Each row's sealed seq keeps the rows and the values in step.
+    # (Bytes moved across a row boundary, the concatenation unchanged, decode to exactly what
+    # was written, so the fold is right; ``check`` looks at each row alone and reports them.)
     values = msgpack.Unpacker(
         None, raw=False, use_list=False, strict_map_key=True, max_buffer_size=len(data) or 1
     )
@@ -172,8 +174,8 @@ def fold_snapshot(
         data = _joined(map(_BODY, rows))
         if data is None or not sealed_data(data):
             for row in rows:
-                decode_row(*row)  # raises for the damaged one
-            data = b""  # pragma: no cover - decode_row raised
+                decode_row(*row)  # raises: if every body is sealed, so is the batch
+            data = b""  # pragma: no cover
         unpacker = msgpack.Unpacker(
             None, raw=False, use_list=False, strict_map_key=True, max_buffer_size=len(data) or 1
         )

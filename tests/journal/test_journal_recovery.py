@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import msgpack
 import pytest
 
-from journal import Journal, JournalCorrupt, JournalError
+from journal import Journal, JournalCorrupt, JournalError, codec
 from journal.records import Ack, Attempt, Cancel, Dead, Record, Redrive, Retry, Schedule
+from journal.recovery import fold_sealed
 
 
 async def write(path: str, records: Sequence[Record]) -> None:
@@ -240,4 +241,26 @@ async def test_a_changed_key_in_a_record_is_caught(db: str) -> None:
     with pytest.raises(JournalCorrupt, match="record 1: checksum mismatch") as info:
         await j.recover()
     assert info.value.seq == 1
+    await j.close()
+
+
+async def test_bytes_moved_across_a_row_boundary_fold_right_and_check_names_them(db: str) -> None:
+    """The batch's CRC pass and streaming decode see the same concatenation, which is exactly
+    what was written: recovery is right. ``check`` looks at each row alone."""
+    kind, body = codec.encode(Schedule("a", 1, "h", 1.0, None, 0.0))
+    first, second = codec.seal_record(1, kind, body), codec.seal_record(2, kind, body)
+    timers: dict[str, object] = {}
+    fold_sealed(timers, [(kind, first[:-1]), (kind, first[-1:] + second)], 0, 0)  # type: ignore[arg-type]
+    assert list(timers) == ["a"]
+    await write(db, [Schedule("a", 1, "h", 1.0, None, 0.0), Schedule("a", 2, "h", 1.0, None, 0.0)])
+    con = sqlite3.connect(db)
+    (b1,), (b2,) = con.execute("SELECT body FROM records ORDER BY seq").fetchall()
+    con.execute("UPDATE records SET body = ? WHERE seq = 1", (b1[:-1],))
+    con.execute("UPDATE records SET body = ? WHERE seq = 2", (b1[-1:] + b2,))
+    con.commit()
+    con.close()
+    j = await Journal.open(db, readonly=True)
+    assert (await j.recover()).timers["a"].version == 2
+    report = await j.check()
+    assert report.corrupt_seqs == [1, 2]
     await j.close()
