@@ -51,14 +51,14 @@ _WAL_LIMIT = 8 * 1024 * 1024
 
 
 def _check_ro(path: str) -> MetaInfo:
-    mark = read_mark(path)  # before reading meta: see journal.watermark
+    """A read-only open checks that the file is a journal it can read. The high-water mark is
+    checked by what reads the records (recover, check), so that ``check`` can report a lost
+    tail among the other problems instead of failing to open."""
     con = connect_ro(path)
     try:
-        meta = read_meta(con, path)
+        return read_meta(con, path)
     finally:
         con.close()
-    verify_mark(mark, meta.journal_id, meta.max_seq, path)
-    return meta
 
 
 class Journal:
@@ -112,9 +112,10 @@ class Journal:
 
         Raises :class:`JournalLocked` when another writer holds it, :class:`JournalError` for a
         file that is not a journal, a journal from a newer wheel-engine, or a missing file when
-        ``readonly``, and :class:`JournalCorrupt` for a journal that lost committed records (its
-        high-water mark is above its newest seq) or a damaged ``meta``. A writable open migrates
-        a schema-1 journal in place (:mod:`journal.migration`); a read-only one reads it as is.
+        ``readonly``, and :class:`JournalCorrupt` for a damaged ``meta`` or (writable) a journal
+        that lost committed records (its high-water mark is above its newest seq; :meth:`recover`
+        and :meth:`check` say so on a read-only journal). A writable open migrates a schema-1
+        journal in place (:mod:`journal.migration`); a read-only one reads it as it is.
         """
         spath = os.fspath(path)
         if not spath or spath == ":memory:" or spath.startswith("file:"):
