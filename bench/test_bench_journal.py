@@ -56,6 +56,12 @@ def test_codec_decode(benchmark: Any) -> None:
     benchmark(codec.decode, kind, body)
 
 
+def test_codec_seal_record(benchmark: Any) -> None:
+    """What the writer adds per record at commit: the seq, the kind and the CRC sealed in."""
+    kind, body = codec.encode(SCHEDULE)
+    benchmark(codec.seal_record, 1_000_000, kind, body)
+
+
 def test_codec_raw_msgpack_packb(benchmark: Any) -> None:
     """Baseline for encode: msgpack alone, no shape check."""
     benchmark(msgpack.packb, SCHEDULE, use_bin_type=True)

@@ -7,7 +7,7 @@ from journal.journal import Durability, Journal
 from journal.reader import CheckReport, JournalInfo
 from journal.records import Ack, Attempt, Cancel, Dead, Kind, Record, Redrive, Retry, Schedule
 from journal.recovery import Recovered
-from journal.state import TimerRow, apply
+from journal.state import TimerRow, TimerState, apply
 
 __all__ = [
     "Ack",
@@ -29,5 +29,6 @@ __all__ = [
     "Retry",
     "Schedule",
     "TimerRow",
+    "TimerState",
     "apply",
 ]

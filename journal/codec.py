@@ -1,7 +1,16 @@
-"""The record codec: a record <-> a row ``(kind, body)``.
+"""The record codec: a record <-> a row, and the sealed forms a schema-2 journal stores.
 
-``body`` is msgpack of the record's fields as an array, in declaration order, without the kind
-(the kind is its own column). Payloads are already msgpack bytes and are stored as ``bin``.
+A record's *body* (:func:`encode` / :func:`decode`) is msgpack of its fields as an array, in
+declaration order, without the kind. Payloads are already msgpack bytes and are stored as ``bin``.
+A schema-1 journal stores that body as it is.
+
+A schema-2 journal stores each record *sealed* (:func:`seal_record`): the msgpack array
+``[fields, kind, seq, crc]``, where ``crc`` is a 4-byte ``bin`` holding the CRC-32 of all the
+bytes before it (:mod:`journal.checksum`). So the checksum covers the seq, the kind and the body:
+a row moved, renumbered or given another kind no longer matches what its blob says. A snapshot
+row is sealed the same way: ``[fields, key, state, updated_at, crc]`` carries a copy of the
+row's ``key``, ``state`` and ``updated_at`` columns (they stay columns, for SQL), and readers
+check the columns against it.
 
 Decoding never runs code: ``raw=False`` (str fields are UTF-8 ``str``), ``strict_map_key=True``,
 no ``object_hook``/``ext_hook`` (an ext value stays an inert ``ExtType`` and then fails the shape
@@ -17,6 +26,7 @@ from typing import Any, Final
 
 import msgpack
 
+from journal.checksum import BIN4, seal, sealed
 from journal.errors import JournalCorrupt
 from journal.records import KIND_OF, TYPE_OF, Kind, Record
 from journal.state import STATE_CODE, STATES, TimerRow
@@ -27,9 +37,13 @@ __all__ = [
     "check_fields",
     "decode",
     "decode_row",
+    "decode_row_v1",
     "encode",
     "encode_many",
     "encode_row",
+    "open_record",
+    "payload_problem",
+    "seal_record",
     "unpack",
 ]
 
@@ -97,28 +111,81 @@ def unpack(body: bytes) -> Any:
 
 
 def decode(kind: int, body: bytes, *, seq: int | None = None) -> Record:
-    """A row back into its record. Raises :class:`JournalCorrupt` naming ``seq`` if damaged."""
-    cls = _TYPE_BY_INT.get(kind)
-    if cls is None:
-        raise JournalCorrupt(f"record {seq}: unknown kind {kind!r}", seq=seq)
+    """A body back into its record. Raises :class:`JournalCorrupt` naming ``seq`` if damaged."""
     try:
-        fields = msgpack.unpackb(body, raw=False, use_list=False, strict_map_key=True)
+        fields = unpack(body)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise JournalCorrupt(f"record {seq}: undecodable body ({exc})", seq=seq) from exc
+    return _record_of(kind, fields, seq)
+
+
+def _record_of(kind: Any, fields: Any, seq: int | None) -> Record:
+    cls = _TYPE_BY_INT.get(kind) if type(kind) is int else None
+    if cls is None:
+        raise JournalCorrupt(f"record {seq}: unknown kind {kind!r}", seq=seq)
     if not check_fields(kind, fields):
-        raise JournalCorrupt(
-            f"record {seq}: body does not match kind {_TYPE_BY_INT[kind].__name__}", seq=seq
-        )
+        raise JournalCorrupt(f"record {seq}: body does not match kind {cls.__name__}", seq=seq)
     return cls(*fields)
+
+
+#: ``_KIND_BYTE[kind]``: the kind as one msgpack positive fixint (every kind is below 128).
+_KIND_BYTE: Final[dict[int, bytes]] = {int(k): bytes((int(k),)) for k in Kind}
+_SEALED_RECORD: Final = b"\x94"  # msgpack fixarray of 4: fields, kind, seq, crc
+
+
+def seal_record(seq: int, kind: int, body: bytes) -> bytes:
+    """The stored (schema 2) form of the record ``(kind, body)`` committed as ``seq``."""
+    return seal(b"".join((_SEALED_RECORD, body, _KIND_BYTE[kind], _packer.pack(seq), BIN4)))
+
+
+def open_record(blob: Any, seq: int, kind_column: Any = None) -> Record:
+    """A stored (schema 2) record back, the careful way: everything checked, the first problem
+    raised as :class:`JournalCorrupt` naming ``seq`` (the row's seq), also a ``kind_column``
+    (the row's kind, when given) that is not the sealed kind. Recovery's hot loop does the same
+    checks faster; this one says what is wrong."""
+    if not sealed(blob):
+        raise JournalCorrupt(f"record {seq}: checksum mismatch (the row is damaged)", seq=seq)
+    try:
+        fields, kind, stored_seq, _crc = unpack(blob)
+    except Exception as exc:
+        raise JournalCorrupt(f"record {seq}: undecodable ({exc})", seq=seq) from exc
+    if stored_seq != seq:
+        raise JournalCorrupt(
+            f"record {seq}: holds record {stored_seq!r} (a row moved or renumbered)", seq=seq
+        )
+    record = _record_of(kind, fields, seq)
+    if kind_column is not None and kind_column != kind:
+        raise JournalCorrupt(
+            f"record {seq}: its kind column ({kind_column!r}) is not its sealed kind "
+            f"({Kind(kind).name})",
+            seq=seq,
+        )
+    return record
+
+
+def payload_problem(payload: bytes | None) -> str | None:
+    """Why ``payload`` (a timer's msgpack bytes) cannot be decoded, or None when it can.
+
+    Decoded as a reader of the payload would (``raw=False``: strings must be UTF-8), with
+    tuples for arrays, so that a map keyed by arrays still decodes.
+    """
+    if payload is None:
+        return None
+    try:
+        msgpack.unpackb(payload, raw=False, use_list=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types for bad input
+        return f"payload is not decodable msgpack ({type(exc).__name__}: {exc})"
+    return None
 
 
 # -- snapshot rows ----------------------------------------------------------------------------
 #
-# A snapshot row is stored as (key, state code, updated_at, body) where body is msgpack of
-# [version, handler, due, payload, attempts, last_error, first_attempt_at]. ``state`` and
-# ``updated_at`` are columns so that retention can be applied in SQL.
+# A snapshot row is stored as (key, state code, updated_at, body). ``state`` and ``updated_at``
+# are columns so that retention can be applied in SQL. The fields of the body are
+# [version, handler, due, payload, attempts, last_error, first_attempt_at]; schema 1 stores that
+# array as the body, schema 2 seals [*fields, key, state, updated_at] (see the module docstring).
 
-_ROW_SHAPE: Final = (
+ROW_SHAPE: Final = (
     _INT,  # version
     _STR,  # handler
     _FLOAT,  # due
@@ -127,37 +194,66 @@ _ROW_SHAPE: Final = (
     (str, type(None)),  # last_error
     (float, int, type(None)),  # first_attempt_at
 )
+_SEALED_ROW: Final = b"\x9b"  # msgpack fixarray of 11: 7 fields, key, state, updated_at, crc
 
 
 def encode_row(row: TimerRow, pack: Any = None) -> tuple[str, int, float, bytes]:
-    """A :class:`TimerRow` as a ``snapshot`` row. ``pack``: a packer's ``pack`` to reuse."""
-    fields = (
-        row.version,
-        row.handler,
-        row.due,
-        row.payload,
-        row.attempts,
-        row.last_error,
-        row.first_attempt_at,
+    """A :class:`TimerRow` as a sealed ``snapshot`` row. ``pack``: a packer's ``pack`` to reuse."""
+    code = STATE_CODE[row.state]
+    packed = (pack or _packer.pack)(
+        (
+            row.version,
+            row.handler,
+            row.due,
+            row.payload,
+            row.attempts,
+            row.last_error,
+            row.first_attempt_at,
+            row.key,
+            code,
+            row.updated_at,
+        )
     )
-    body = pack(fields) if pack is not None else msgpack.packb(fields, use_bin_type=True)
-    return row.key, STATE_CODE[row.state], row.updated_at, body
+    # ``packed`` starts with the header of a 10-array; the sealed row is 11 (+ the CRC).
+    return row.key, code, row.updated_at, seal(_SEALED_ROW + packed[1:] + BIN4)
 
 
 def decode_row(key: Any, state: Any, updated_at: Any, body: Any) -> TimerRow:
-    """A ``snapshot`` row back into a :class:`TimerRow`. Raises :class:`JournalCorrupt`."""
+    """A sealed ``snapshot`` row back into a :class:`TimerRow`. Raises :class:`JournalCorrupt`
+    naming the row's key: a checksum mismatch, a column that disagrees with the sealed copy,
+    or a shape that is not a timer's."""
+    if not sealed(body):
+        raise JournalCorrupt(f"snapshot row {key!r}: checksum mismatch (the row is damaged)")
     try:
-        f = msgpack.unpackb(body, raw=False, use_list=False, strict_map_key=True)
+        *fields, stored_key, stored_state, stored_updated_at, _crc = unpack(body)
     except Exception as exc:
         raise JournalCorrupt(f"snapshot row {key!r}: undecodable body ({exc})") from exc
+    if (stored_key, stored_state, stored_updated_at) != (key, state, updated_at):
+        raise JournalCorrupt(
+            f"snapshot row {key!r}: its columns (key, state, updated_at) do not match the row "
+            f"sealed as {stored_key!r} (a changed or moved row)"
+        )
+    return _row_of(key, state, updated_at, tuple(fields))
+
+
+def decode_row_v1(key: Any, state: Any, updated_at: Any, body: Any) -> TimerRow:
+    """A schema-1 ``snapshot`` row (no checksum) back into a :class:`TimerRow`."""
+    try:
+        fields = unpack(body)
+    except Exception as exc:
+        raise JournalCorrupt(f"snapshot row {key!r}: undecodable body ({exc})") from exc
+    return _row_of(key, state, updated_at, fields)
+
+
+def _row_of(key: Any, state: Any, updated_at: Any, f: Any) -> TimerRow:
     if (
         type(key) is not str
         or type(state) is not int
         or not 0 <= state < len(STATES)
         or type(updated_at) not in _FLOAT
         or type(f) is not tuple
-        or len(f) != len(_ROW_SHAPE)
-        or any(type(v) not in t for v, t in zip(f, _ROW_SHAPE, strict=True))
+        or len(f) != len(ROW_SHAPE)
+        or any(type(v) not in t for v, t in zip(f, ROW_SHAPE, strict=True))
     ):
         raise JournalCorrupt(f"snapshot row {key!r}: damaged")
     return TimerRow(key, f[0], f[1], f[2], f[3], STATES[state], f[4], f[5], f[6], updated_at)

@@ -11,7 +11,11 @@ Step by step (:meth:`journal.Journal.compact`):
 3. :func:`write_plan`, through the writer (so it is serialised with group commits), in ONE
    transaction: delete and upsert those snapshot rows, delete the untouched snapshot rows that
    retention drops (``state IN (SUCCEEDED, CANCELED) AND updated_at < cutoff``, in SQL), delete
-   the records ``seq <= S``, and store ``snapshot_seq = S`` and ``max_version`` in ``meta``.
+   the records ``seq <= S``, and store ``snapshot_seq = S``, ``max_version`` and the snapshot's
+   row count in ``meta``, then seal ``meta`` (its checksum).
+
+The plan checks what it reads as recovery does (each record's CRC, seq, kind and shape; each
+snapshot row it loads, against its columns) and writes every upserted row sealed.
 
 4. If more than two thirds of the file's pages are free, ``PRAGMA incremental_vacuum`` gives
    back all but as many as are in use (room for the next tail; the file is created with
@@ -37,7 +41,9 @@ from typing import Any, Final
 import msgpack
 
 from journal import codec
-from journal.recovery import fold_records
+from journal.checksum import META_CHECKSUM, meta_checksum
+from journal.errors import JournalCorrupt, JournalError
+from journal.recovery import fold_sealed
 from journal.schema import connect_ro, raise_for, read_meta
 from journal.state import FINISHED, STATE_CODE, TimerRow
 
@@ -95,28 +101,33 @@ def plan_sync(path: str, upto_seq: int, cutoff: float) -> CompactionPlan:
         try:
             con.execute("BEGIN")
             meta = read_meta(con, path)
+            if not meta.sealed:  # a writable open has migrated it
+                raise JournalError(f"journal schema {meta.schema_version} is not writable: {path}")
             timers: dict[str, TimerRow] = {}
             loaded: set[str] = set()
             max_version = meta.max_version
             folded = 0
             cur = con.execute(
-                "SELECT seq, kind, body FROM records WHERE seq > ? AND seq <= ? ORDER BY seq",
+                "SELECT kind, body FROM records WHERE seq > ? AND seq <= ? ORDER BY seq",
                 (meta.snapshot_seq, upto_seq),
             )
             unpackb = msgpack.unpackb
             while rows := cur.fetchmany(_PLAN_BATCH):
                 fresh: set[str] = set()
-                for _seq, _kind, body in rows:
-                    try:
-                        key = unpackb(body, raw=False, use_list=False, strict_map_key=True)[0]
-                    except Exception:  # fold_records below names the damaged record
+                for _kind, blob in rows:
+                    try:  # a sealed record: [fields, kind, seq, crc]; fields[0] is the key
+                        key = unpackb(blob, raw=False, use_list=False, strict_map_key=True)[0][0]
+                    except Exception:  # fold_sealed below names the damaged record
                         continue
                     if type(key) is str and key not in loaded:
                         fresh.add(key)
                 loaded |= fresh
                 _load_rows(con, list(fresh), timers)
-                max_version = fold_records(timers, rows, max_version)
+                max_version = fold_sealed(timers, rows, meta.snapshot_seq + folded, max_version)
                 folded += len(rows)
+            last = meta.snapshot_seq + folded
+            if last < upto_seq:  # every record up to upto_seq is committed, so must be here
+                raise JournalCorrupt(f"record {last + 1}: missing: {path}", seq=last + 1)
             con.execute("COMMIT")
         except sqlite3.Error as exc:
             raise raise_for(exc, path, "compacting") from exc
@@ -159,6 +170,7 @@ async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> Compact
     )
     cur = await conn.execute("SELECT count(*) FROM snapshot")
     (live,) = await cur.fetchone()
+    await _seal_meta(conn, int(live))
     await conn.commit()
     await _shrink(conn)
     return CompactionResult(
@@ -169,6 +181,20 @@ async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> Compact
         dropped_timers=dropped,
         snapshot_seq=plan.upto_seq,
         max_version=plan.max_version,
+    )
+
+
+async def _seal_meta(conn: Any, snapshot_rows: int) -> None:
+    """Store the snapshot's row count and seal ``meta`` (:func:`journal.checksum.seal_meta`,
+    on the writer's aiosqlite connection)."""
+    await conn.execute(
+        "INSERT OR REPLACE INTO meta (name, value) VALUES ('snapshot_rows', ?)", (snapshot_rows,)
+    )
+    cur = await conn.execute("SELECT name, value FROM meta")
+    meta = dict(await cur.fetchall())
+    await conn.execute(
+        "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
+        (META_CHECKSUM, meta_checksum(meta)),
     )
 
 

@@ -37,6 +37,7 @@ from journal.schema import (
     secure_sidecars,
 )
 from journal.state import TimerRow
+from journal.watermark import HighWaterMark, read_mark, verify_mark
 from journal.writer import GroupCommitWriter
 
 __all__ = ["Durability", "Journal"]
@@ -50,6 +51,9 @@ _WAL_LIMIT = 8 * 1024 * 1024
 
 
 def _check_ro(path: str) -> MetaInfo:
+    """A read-only open checks that the file is a journal it can read. The high-water mark is
+    checked by what reads the records (recover, check), so that ``check`` can report a lost
+    tail among the other problems instead of failing to open."""
     con = connect_ro(path)
     try:
         return read_meta(con, path)
@@ -69,6 +73,7 @@ class Journal:
         meta: MetaInfo,
         lock: WriterLock | None,
         conn: Any,
+        mark: HighWaterMark | None = None,
     ) -> None:
         self.path = path
         self.readonly = readonly
@@ -79,6 +84,7 @@ class Journal:
         self._meta = meta
         self._lock = lock
         self._conn = conn
+        self._mark = mark
         self._closed = False
         self._compacting = asyncio.Lock()
         self._writer: GroupCommitWriter | None = None
@@ -89,6 +95,7 @@ class Journal:
                 last_seq=meta.max_seq,
                 tail_records=meta.tail_records,
                 on_commit=self._committed,
+                mark=mark,
             )
 
     # -- opening -----------------------------------------------------------------------------
@@ -105,7 +112,10 @@ class Journal:
 
         Raises :class:`JournalLocked` when another writer holds it, :class:`JournalError` for a
         file that is not a journal, a journal from a newer wheel-engine, or a missing file when
-        ``readonly``.
+        ``readonly``, and :class:`JournalCorrupt` for a damaged ``meta`` or (writable) a journal
+        that lost committed records (its high-water mark is above its newest seq; :meth:`recover`
+        and :meth:`check` say so on a read-only journal). A writable open migrates a schema-1
+        journal in place (:mod:`journal.migration`); a read-only one reads it as it is.
         """
         spath = os.fspath(path)
         if not spath or spath == ":memory:" or spath.startswith("file:"):
@@ -118,8 +128,9 @@ class Journal:
         lock = WriterLock(spath)
         lock.acquire()
         conn: Any = None
+        mark: HighWaterMark | None = None
         try:
-            meta = await asyncio.to_thread(_prepare, spath)
+            meta, mark = await asyncio.to_thread(_prepare, spath)
             try:
                 conn = await aiosqlite.connect(spath)
                 await conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[durability]}")
@@ -133,9 +144,17 @@ class Journal:
                 raise raise_for(exc, spath, "opening") from exc
             secure_sidecars(spath)
             return cls(
-                spath, readonly=False, durability=durability, meta=meta, lock=lock, conn=conn
+                spath,
+                readonly=False,
+                durability=durability,
+                meta=meta,
+                lock=lock,
+                conn=conn,
+                mark=mark,
             )
         except BaseException:
+            if mark is not None:
+                mark.close()
             if conn is not None:
                 try:
                     await conn.close()
@@ -236,7 +255,8 @@ class Journal:
         return await asyncio.to_thread(info_sync, self.path)
 
     async def check(self) -> CheckReport:
-        """Integrity check: SQLite's quick_check plus a decode of every row; lists the damage."""
+        """Integrity check: SQLite's quick_check, every row's checksum and shape, every payload,
+        dense seqs and the high-water mark; lists the damage (:func:`journal.reader.check_sync`)."""
         self._check_open()
         return await asyncio.to_thread(check_sync, self.path)
 
@@ -292,6 +312,8 @@ class Journal:
                 except Exception:
                     logger.warning("closing the journal failed: %s", self.path, exc_info=True)
         finally:
+            if self._mark is not None:
+                self._mark.close()
             if self._lock is not None:
                 self._lock.release()
 
@@ -307,6 +329,14 @@ class Journal:
         return f"<Journal {self.path!r} {mode} {state}>"
 
 
-def _prepare(path: str) -> MetaInfo:
+def _prepare(path: str) -> tuple[MetaInfo, HighWaterMark | None]:
+    """Writable open, in a thread with the lock held: schema (and migration), then the mark."""
     create_file(path)
-    return ensure_schema(path)
+    mark = read_mark(path)
+    meta = ensure_schema(path)
+    if meta.journal_id is None:  # pragma: no cover - ensure_schema leaves the current schema
+        return meta, None
+    verify_mark(mark, meta.journal_id, meta.max_seq, path)
+    if mark is not None and mark.journal_id != meta.journal_id:
+        logger.warning("replacing the high-water mark of another journal: %s", path)
+    return meta, HighWaterMark(path, meta.journal_id, meta.max_seq)

@@ -2,53 +2,45 @@
 
 Runs synchronously on its own read-only ``sqlite3`` connection (the journal calls it in a worker
 thread), inside one read transaction so the snapshot and the tail agree even while an engine
-commits or compacts. Rows are fetched in small batches (:data:`BATCH`); each record is decoded,
-shape-checked and folded by the rules of :func:`journal.state.apply`, inlined in
-:func:`fold_records` (property tests hold the two equal). The first damaged record stops
-recovery with :class:`~journal.errors.JournalCorrupt` naming its seq: nothing is skipped.
+commits or compacts. Rows are fetched in small batches (:data:`BATCH`). Each batch of a schema-2
+journal is checked with one CRC pass (:func:`journal.checksum.sealed_data`); then each record is
+decoded and folded by its rule in :data:`journal.state.FOLD` (the rules check the shape).
+
+Nothing is skipped, altered or rolled back silently. The first damaged record or snapshot row
+stops recovery with :class:`~journal.errors.JournalCorrupt` naming it (its seq, or its key), as
+do: a record missing from the dense run of seqs after the snapshot, a row moved or renumbered
+(its sealed seq is not its place), and a journal that holds fewer records than were committed
+(its high-water mark, :mod:`journal.watermark`, is above its newest seq).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from operator import itemgetter
+from typing import Any, Final
 
 import msgpack
 
 from journal import codec
+from journal.checksum import sealed_data
 from journal.errors import JournalCorrupt
-from journal.records import Kind
-from journal.schema import connect_ro, raise_for, read_meta
-from journal.state import CANCELED, DEAD, PENDING, RUNNING, STATES, SUCCEEDED, TimerRow
-
-_SCHEDULE: Final = int(Kind.SCHEDULE)
-_CANCEL: Final = int(Kind.CANCEL)
-_ATTEMPT: Final = int(Kind.ATTEMPT)
-_ACK: Final = int(Kind.ACK)
-_RETRY: Final = int(Kind.RETRY)
-_DEAD: Final = int(Kind.DEAD)
-_REDRIVE: Final = int(Kind.REDRIVE)
-_KINDS: Final = (_SCHEDULE, _CANCEL, _ATTEMPT, _ACK, _RETRY, _DEAD, _REDRIVE)
-_NUM: Final = (float, int)
-_OPT_NUM: Final = (float, int, type(None))
-_OPT_STR: Final = (str, type(None))
-_OPT_BYTES: Final = (bytes, type(None))
-
-
-class _Bad(Exception):
-    """A record failed a shape check in the hot loop (re-diagnosed by ``codec.decode``)."""
-
+from journal.schema import MetaInfo, connect_ro, raise_for, read_meta
+from journal.state import FOLD, PENDING, RUNNING, STATES, TimerRow
+from journal.watermark import read_mark, verify_mark
 
 __all__ = [
     "BATCH",
     "PROGRESS_EVERY",
     "Progress",
     "Recovered",
+    "check_tail_end",
     "fold_records",
+    "fold_sealed",
     "fold_snapshot",
     "recover_sync",
+    "snapshot_count_problem",
 ]
 
 #: Rows fetched per ``fetchmany``. Small on purpose: a big batch of row tuples lives long
@@ -58,7 +50,18 @@ BATCH: Final = 1_000
 #: ``progress`` is called about every this many rows.
 PROGRESS_EVERY: Final = 50_000
 
+_NUM: Final = (float, int)
+_OPT_NUM: Final = (float, int, type(None))
+_OPT_STR: Final = (str, type(None))
+_OPT_BYTES: Final = (bytes, type(None))
+_BODY: Final = itemgetter(3)  # a snapshot row's body
+_BODY_OF_RECORD: Final = itemgetter(1)  # a ``(kind, body)`` record row's body
+
 Progress = Callable[[int, int], None]
+
+
+class _Bad(Exception):
+    """A row failed a check in a hot loop (then re-diagnosed by the careful decoder)."""
 
 
 @dataclass(slots=True)
@@ -78,131 +81,75 @@ class Recovered:
     interrupted: list[str] = field(default_factory=list)
 
 
-def fold_records(
-    timers: dict[str, TimerRow],
-    rows: list[tuple[int, int, bytes]],
-    max_version: int,
+def fold_sealed(
+    timers: dict[str, TimerRow], rows: list[tuple[int, bytes]], after_seq: int, max_version: int
 ) -> int:
-    """Decode and fold ``(seq, kind, body)`` rows in order. Returns the new max version.
+    """Check and fold stored (schema 2) records: ``(kind, body)`` rows, the records right after
+    ``after_seq`` in seq order. Returns the new max version.
 
-    Equivalent to ``apply(timers, codec.decode(kind, body, seq=seq))`` for each row (a property
-    test holds it to that), but works on the decoded tuples directly: recovery's hot loop.
-    Raises :class:`~journal.errors.JournalCorrupt` naming the first damaged record's seq.
+    Raises :class:`JournalCorrupt` naming the first record that is damaged (checksum, shape, a
+    kind column that is not its sealed kind) or not in its place (a record missing, moved or
+    renumbered: its sealed seq is not the next one).
     """
-    unpackb = msgpack.unpackb
-    get = timers.get
-    num = _NUM
-    handlers: dict[str, str] = {}  # one str object per handler name, not one per timer
-    # Locals, not globals, in the hot loop.
-    schedule_, cancel_, attempt_, ack_, retry_, dead_, redrive_ = _KINDS
-    pending, running, succeeded, canceled, dead = PENDING, RUNNING, SUCCEEDED, CANCELED, DEAD
-    new_row = TimerRow
-    bad = _Bad
-    seq = 0
+    data = _joined(map(_BODY_OF_RECORD, rows))
+    if data is None or not sealed_data(data):
+        _diagnose_records(rows, after_seq)  # raises: if every blob is sealed, so is the batch
+        data = b""  # pragma: no cover
+    # The batch is intact, so it is the bodies as sealed, back to back: one streaming decode
+    # (no per-row call overhead). Each row's sealed seq keeps the rows and the values in step.
+    # (Bytes moved across a row boundary, the concatenation unchanged, decode to exactly what
+    # was written, so the fold is right; ``check`` looks at each row alone and reports them.)
+    values = msgpack.Unpacker(
+        None, raw=False, use_list=False, strict_map_key=True, max_buffer_size=len(data) or 1
+    )
+    values.feed(data)
+    fold = FOLD
+    seq = after_seq
     try:
-        for seq, kind, body in rows:  # noqa: B007 (seq names a damaged record below)
-            f = unpackb(body, raw=False, use_list=False, strict_map_key=True)
-            # Shape checks, inline: a damaged body must never become a wrong timer.
-            key = f[0]
-            version = f[1]
-            if type(f) is not tuple or type(key) is not str or type(version) is not int:
-                raise bad
+        for (column_kind, _), (fields, kind, stored_seq, _crc) in zip(rows, values, strict=True):
+            seq += 1
+            if stored_seq != seq or kind != column_kind:
+                raise _Bad
+            version = fold[kind](timers, fields)
             if version > max_version:
                 max_version = version
-            if kind == attempt_:
-                if len(f) != 4 or type(f[2]) is not int or type(f[3]) not in num:
-                    raise bad
-                row = get(key)
-                if row is not None and row.version == version:
-                    row.state = running
-                    attempt = row.attempts = f[2]
-                    if attempt == 1:
-                        row.first_attempt_at = f[3]
-                    row.updated_at = f[3]
-            elif kind == ack_:
-                if len(f) != 3 or type(f[2]) not in num:
-                    raise bad
-                row = get(key)
-                if row is not None and row.version == version:
-                    row.state = succeeded
-                    row.updated_at = f[2]
-            elif kind == schedule_:
-                payload = f[4]
-                if (
-                    len(f) != 6
-                    or type(f[2]) is not str
-                    or type(f[3]) not in num
-                    or (payload is not None and type(payload) is not bytes)
-                    or type(f[5]) not in num
-                ):
-                    raise bad
-                row = get(key)
-                if row is None or row.version <= version:
-                    handler = handlers.setdefault(f[2], f[2])
-                    timers[key] = new_row(
-                        key, version, handler, f[3], payload, pending, 0, None, None, f[5]
-                    )
-            elif kind == retry_:
-                if (
-                    len(f) != 6
-                    or type(f[2]) is not int
-                    or type(f[3]) is not str
-                    or type(f[4]) not in num
-                    or type(f[5]) not in num
-                ):
-                    raise bad
-                row = get(key)
-                if row is not None and row.version == version:
-                    row.state = pending
-                    row.attempts = f[2]
-                    row.last_error = f[3]
-                    row.due = f[4]
-                    row.updated_at = f[5]
-            elif kind == cancel_:
-                if len(f) != 3 or type(f[2]) not in num:
-                    raise bad
-                row = get(key)
-                if row is not None and row.version == version:
-                    row.state = canceled
-                    row.updated_at = f[2]
-            elif kind == dead_:
-                if (
-                    len(f) != 5
-                    or type(f[2]) is not int
-                    or type(f[3]) is not str
-                    or type(f[4]) not in num
-                ):
-                    raise bad
-                row = get(key)
-                if row is not None and row.version == version:
-                    row.state = dead
-                    row.attempts = f[2]
-                    row.last_error = f[3]
-                    row.updated_at = f[4]
-            elif kind == redrive_:
-                new_version = f[2]
-                if (
-                    len(f) != 5
-                    or type(new_version) is not int
-                    or type(f[3]) not in num
-                    or type(f[4]) not in num
-                ):
-                    raise bad
-                if new_version > max_version:
-                    max_version = new_version
-                row = get(key)
-                if row is not None and row.version == version:
-                    row.version = new_version
-                    row.state = pending
-                    row.due = f[3]
-                    row.attempts = 0
-                    row.first_attempt_at = None
-                    row.updated_at = f[4]
-            else:
-                raise bad
     except Exception as exc:
-        # Let the reference decoder say what is wrong with this record; it raises.
-        codec.decode(kind, body, seq=seq)
+        _diagnose_records(rows, after_seq)
+        raise JournalCorrupt(f"record {seq}: damaged ({exc!r})", seq=seq) from exc
+    return max_version
+
+
+def _joined(bodies: Iterable[Any]) -> bytes | None:
+    """The bodies back to back, or None if one is not a blob at all (a damaged row)."""
+    try:
+        return b"".join(bodies)
+    except TypeError:
+        return None
+
+
+def _diagnose_records(rows: list[tuple[int, bytes]], after_seq: int) -> None:
+    """Raise for the first bad row of a batch, saying what is wrong with it."""
+    for seq, (kind, blob) in enumerate(rows, after_seq + 1):
+        codec.open_record(blob, seq, kind)  # raises JournalCorrupt for a bad one
+
+
+def fold_records(
+    timers: dict[str, TimerRow], rows: list[tuple[int, int, bytes]], max_version: int
+) -> int:
+    """Fold schema-1 ``(seq, kind, body)`` rows (no checksums) in order. Returns the new max
+    version; raises :class:`JournalCorrupt` naming the first damaged record's seq."""
+    unpackb = msgpack.unpackb
+    fold = FOLD
+    seq = kind = body = None
+    try:
+        for seq, kind, body in rows:  # noqa: B007 (they name a damaged record below)
+            version = fold[kind](
+                timers, unpackb(body, raw=False, use_list=False, strict_map_key=True)
+            )
+            if version > max_version:
+                max_version = version
+    except Exception as exc:
+        codec.decode(kind, body, seq=seq)  # type: ignore[arg-type]  # raises with the reason
         raise JournalCorrupt(f"record {seq}: damaged ({exc!r})", seq=seq) from exc
     return max_version
 
@@ -211,13 +158,31 @@ def fold_snapshot(
     timers: dict[str, TimerRow],
     rows: list[tuple[str, int, float, bytes]],
     max_version: int,
+    *,
+    sealed: bool = True,
 ) -> int:
     """Decode ``(key, state, updated_at, body)`` snapshot rows into ``timers``.
 
-    The same checks as :func:`journal.codec.decode_row`, inlined. Returns the new max version;
-    raises :class:`~journal.errors.JournalCorrupt` naming the first damaged row's key.
+    The same checks as :func:`journal.codec.decode_row` (``decode_row_v1`` when not
+    ``sealed``), inlined, with one CRC pass and one streaming decode for the whole batch (as
+    :func:`fold_sealed`). Returns the new max version; raises
+    :class:`~journal.errors.JournalCorrupt` naming the first damaged row's key.
     """
-    unpackb = msgpack.unpackb
+    decode_row = codec.decode_row if sealed else codec.decode_row_v1
+    values: Iterable[tuple[Any, ...]]
+    if sealed:
+        data = _joined(map(_BODY, rows))
+        if data is None or not sealed_data(data):
+            for row in rows:
+                decode_row(*row)  # raises: if every body is sealed, so is the batch
+            data = b""  # pragma: no cover
+        unpacker = msgpack.Unpacker(
+            None, raw=False, use_list=False, strict_map_key=True, max_buffer_size=len(data) or 1
+        )
+        unpacker.feed(data)
+        values = unpacker
+    else:  # schema 1: no checksums, so each body is decoded on its own (exact framing)
+        values = map(_as_sealed_v1, rows)
     num = _NUM
     opt_num = _OPT_NUM
     opt_str = _OPT_STR
@@ -227,64 +192,144 @@ def fold_snapshot(
     new_row = TimerRow
     handlers: dict[str, str] = {}
     bad = _Bad
+    key: Any = None
     try:
-        for key, state, updated_at, body in rows:
-            f = unpackb(body, raw=False, use_list=False, strict_map_key=True)
+        for (key, state, updated_at, _), (
+            version,
+            handler,
+            due,
+            payload,
+            attempts,
+            last_error,
+            first_attempt_at,
+            stored_key,
+            stored_state,
+            stored_updated_at,
+            _crc,
+        ) in zip(rows, values, strict=True):
             if (
-                type(f) is not tuple
-                or len(f) != 7
+                stored_key != key
+                or stored_state != state
+                or stored_updated_at != updated_at
                 or type(key) is not str
                 or type(state) is not int
                 or not 0 <= state < n_states
                 or type(updated_at) not in num
-                or type(f[0]) is not int
-                or type(f[1]) is not str
-                or type(f[2]) not in num
-                or type(f[3]) not in opt_bytes
-                or type(f[4]) is not int
-                or type(f[5]) not in opt_str
-                or type(f[6]) not in opt_num
+                or type(version) is not int
+                or type(handler) is not str
+                or type(due) not in num
+                or type(payload) not in opt_bytes
+                or type(attempts) is not int
+                or type(last_error) not in opt_str
+                or type(first_attempt_at) not in opt_num
             ):
                 raise bad
-            version = f[0]
             if version > max_version:
                 max_version = version
-            handler = handlers.setdefault(f[1], f[1])
             timers[key] = new_row(
-                key, version, handler, f[2], f[3], states[state], f[4], f[5], f[6], updated_at
+                key,
+                version,
+                handlers.setdefault(handler, handler),
+                due,
+                payload,
+                states[state],
+                attempts,
+                last_error,
+                first_attempt_at,
+                updated_at,
             )
     except Exception as exc:
-        codec.decode_row(key, state, updated_at, body)  # raises with the reason
+        for row in rows:
+            decode_row(*row)  # raises with the reason
         raise JournalCorrupt(f"snapshot row {key!r}: damaged ({exc!r})") from exc
     return max_version
+
+
+def _as_sealed_v1(row: tuple[str, int, float, bytes]) -> tuple[Any, ...]:
+    """A schema-1 snapshot row's values, laid out as a sealed row's (no CRC)."""
+    key, state, updated_at, body = row
+    return (*codec.unpack(body), key, state, updated_at, None)
+
+
+def snapshot_count_problem(expected: int, found: int, path: str) -> str:
+    how = "lost" if found < expected else "added"
+    return (
+        f"journal snapshot has {found} rows where {expected} were written "
+        f"({abs(expected - found)} {how}): {path}"
+    )
+
+
+def check_tail_end(meta: MetaInfo, last_seq: int, path: str) -> None:
+    """After the tail was folded up to ``last_seq``: the file must hold nothing beyond it.
+
+    Catches the newest record renumbered upwards (a higher rowid, the same place in seq order),
+    which the sealed seqs alone cannot see.
+    """
+    if meta.max_seq != last_seq:
+        raise JournalCorrupt(
+            f"records {last_seq + 1}..{meta.max_seq} are missing (the newest row is numbered "
+            f"{meta.max_seq}, the records in seq order end at {last_seq}): {path}",
+            seq=last_seq + 1,
+        )
 
 
 def _read_snapshot(
     con: sqlite3.Connection,
     timers: dict[str, TimerRow],
-    max_version: int,
+    meta: MetaInfo,
     tick: Callable[[int], None],
 ) -> tuple[int, int]:
     n = 0
+    max_version = meta.max_version
     cur = con.execute("SELECT key, state, updated_at, body FROM snapshot")
     while rows := cur.fetchmany(BATCH):
-        max_version = fold_snapshot(timers, rows, max_version)
+        max_version = fold_snapshot(timers, rows, max_version, sealed=meta.sealed)
         n += len(rows)
         tick(len(rows))
     return n, max_version
 
 
+def _read_tail(
+    con: sqlite3.Connection,
+    path: str,
+    timers: dict[str, TimerRow],
+    meta: MetaInfo,
+    max_version: int,
+    tick: Callable[[int], None],
+) -> tuple[int, int]:
+    """Fold every record after the snapshot; returns ``(last seq, max version)``."""
+    last = meta.snapshot_seq
+    if meta.sealed:
+        cur = con.execute("SELECT kind, body FROM records WHERE seq > ? ORDER BY seq", (last,))
+        while rows := cur.fetchmany(BATCH):
+            max_version = fold_sealed(timers, rows, last, max_version)
+            last += len(rows)
+            tick(len(rows))
+    else:
+        cur = con.execute("SELECT seq, kind, body FROM records WHERE seq > ? ORDER BY seq", (last,))
+        while old := cur.fetchmany(BATCH):
+            if old[0][0] != last + 1 or old[-1][0] != last + len(old):  # seqs are dense
+                missing = next(want for want, row in enumerate(old, last + 1) if row[0] != want)
+                raise JournalCorrupt(f"record {missing}: missing", seq=missing)
+            max_version = fold_records(timers, old, max_version)
+            last += len(old)
+            tick(len(old))
+    check_tail_end(meta, last, path)
+    return last, max_version
+
+
 def recover_sync(path: str, progress: Progress | None = None) -> Recovered:
     """Rebuild the live state of the journal at ``path`` (read-only; no lock needed)."""
+    mark = read_mark(path)  # before the read transaction: see journal.watermark
     con = connect_ro(path)
     try:
         try:
             con.execute("BEGIN")
             meta = read_meta(con, path)
+            verify_mark(mark, meta.journal_id, meta.max_seq, path)
             (snap_count,) = con.execute("SELECT count(*) FROM snapshot").fetchone()
             total = int(snap_count) + meta.tail_records
             done = 0
-
             reported = 0
 
             def tick(n: int) -> None:
@@ -294,19 +339,11 @@ def recover_sync(path: str, progress: Progress | None = None) -> Recovered:
                     reported = done
                     progress(done, total)
 
+            if meta.snapshot_rows is not None and meta.snapshot_rows != snap_count:
+                raise JournalCorrupt(snapshot_count_problem(meta.snapshot_rows, snap_count, path))
             timers: dict[str, TimerRow] = {}
-            snapshot_rows, max_version = _read_snapshot(con, timers, meta.max_version, tick)
-            records = 0
-            last_seq = meta.snapshot_seq
-            cur = con.execute(
-                "SELECT seq, kind, body FROM records WHERE seq > ? ORDER BY seq",
-                (meta.snapshot_seq,),
-            )
-            while rows := cur.fetchmany(BATCH):
-                max_version = fold_records(timers, rows, max_version)
-                records += len(rows)
-                last_seq = rows[-1][0]
-                tick(len(rows))
+            snapshot_rows, max_version = _read_snapshot(con, timers, meta, tick)
+            last_seq, max_version = _read_tail(con, path, timers, meta, max_version, tick)
             con.execute("COMMIT")
         except sqlite3.Error as exc:
             raise raise_for(exc, path, "recovering") from exc
@@ -322,7 +359,7 @@ def recover_sync(path: str, progress: Progress | None = None) -> Recovered:
     return Recovered(
         timers=timers,
         max_version=max_version,
-        records=records,
+        records=last_seq - meta.snapshot_seq,
         snapshot_rows=snapshot_rows,
         last_seq=last_seq,
         interrupted=interrupted,

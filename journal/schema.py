@@ -1,6 +1,6 @@
 """The journal's tables, and the checks that tell a wheel-engine journal from any other file.
 
-Tables (schema_version 1)::
+Tables (schema_version 2; schema 1 had the same tables, with unsealed bodies)::
 
     records  (seq INTEGER PRIMARY KEY, kind INTEGER NOT NULL, body BLOB NOT NULL)
     snapshot (key TEXT PRIMARY KEY, state INTEGER NOT NULL, updated_at REAL NOT NULL,
@@ -10,9 +10,15 @@ Tables (schema_version 1)::
 The file is created with ``auto_vacuum = INCREMENTAL`` so that compaction can hand freed pages
 back to the file system (see :mod:`journal.compaction`).
 
-``meta`` holds ``schema_version``, ``snapshot_seq`` (the highest seq folded into ``snapshot``)
-and ``max_version`` (the highest timer version folded into ``snapshot``, kept even when that
-timer was dropped). ``PRAGMA application_id`` is set too, as a second marker.
+``records.body`` and ``snapshot.body`` are sealed blobs (:mod:`journal.codec`): each carries a
+CRC-32 that covers the row's other columns too. ``meta`` holds ``schema_version``,
+``snapshot_seq`` (the highest seq folded into ``snapshot``), ``max_version`` (the highest timer
+version folded into ``snapshot``, kept even when that timer was dropped), ``journal_id`` (8
+random bytes naming this journal, for its high-water mark: :mod:`journal.watermark`),
+``snapshot_rows`` (how many rows ``snapshot`` has: a deleted or added row is damage too) and
+``checksum`` (of the others, :func:`journal.checksum.meta_checksum`). ``PRAGMA
+application_id`` is set too, as a second marker. A schema-1 journal is migrated in place by the
+first writable open (:mod:`journal.migration`); read-only opens read it as it is.
 
 Everything here is synchronous ``sqlite3``; the journal runs it in a worker thread.
 """
@@ -26,7 +32,10 @@ import stat
 import urllib.parse
 from typing import Final
 
+from journal.checksum import meta_sealed, seal_meta
 from journal.errors import JournalCorrupt, JournalError
+from journal.migration import migrate
+from journal.watermark import new_journal_id
 
 __all__ = [
     "APPLICATION_ID",
@@ -40,7 +49,9 @@ __all__ = [
     "secure_sidecars",
 ]
 
-SCHEMA_VERSION: Final = 1
+#: The schema this code writes. 1: bodies without checksums; 2: sealed bodies, journal_id and
+#: a checksum of ``meta``.
+SCHEMA_VERSION: Final = 2
 #: ``PRAGMA application_id``: "WHEE" in ASCII.
 APPLICATION_ID: Final = 0x57484545
 SQLITE_HEADER: Final = b"SQLite format 3\x00"
@@ -59,7 +70,15 @@ _DDL: Final = (
 class MetaInfo:
     """What ``meta`` says, plus the tail's extent."""
 
-    __slots__ = ("max_seq", "max_version", "schema_version", "snapshot_seq", "tail_records")
+    __slots__ = (
+        "journal_id",
+        "max_seq",
+        "max_version",
+        "schema_version",
+        "snapshot_rows",
+        "snapshot_seq",
+        "tail_records",
+    )
 
     def __init__(
         self,
@@ -68,12 +87,25 @@ class MetaInfo:
         max_version: int,
         max_seq: int,
         tail_records: int,
+        journal_id: bytes | None = None,
+        snapshot_rows: int | None = None,
     ) -> None:
         self.schema_version = schema_version
         self.snapshot_seq = snapshot_seq
         self.max_version = max_version
-        self.max_seq = max_seq  #: highest seq ever committed (>= snapshot_seq)
+        self.max_seq = max_seq  #: highest seq in the file: the newest record or snapshot_seq
         self.tail_records = tail_records
+        self.journal_id = journal_id  #: None before schema 2
+        self.snapshot_rows = snapshot_rows  #: rows ``snapshot`` must have; None before schema 2
+
+    @property
+    def sealed(self) -> bool:
+        """Rows carry checksums (schema 2 and later)."""
+        return self.schema_version >= 2
+
+
+#: How the sqlite3 module says a TEXT value is not UTF-8 (it raises OperationalError).
+_BAD_TEXT: Final = "Could not decode to UTF-8"
 
 
 def not_a_journal(path: str) -> JournalError:
@@ -83,11 +115,16 @@ def not_a_journal(path: str) -> JournalError:
 def raise_for(exc: sqlite3.Error, path: str, doing: str) -> JournalError:
     """Turn a sqlite3 error into the journal's own error, naming the file."""
     text = str(exc)
+    # Errors raised by the sqlite3 module itself (not by SQLite) have no sqlite_errorname.
+    name = getattr(exc, "sqlite_errorname", "")
     if isinstance(exc, sqlite3.DatabaseError) and (
-        "malformed" in text or "corrupt" in text or exc.sqlite_errorname == "SQLITE_CORRUPT"
+        "malformed" in text
+        or "corrupt" in text
+        or name == "SQLITE_CORRUPT"
+        or text.startswith(_BAD_TEXT)  # a damaged byte in a text column (a key)
     ):
         return JournalCorrupt(f"journal is damaged ({text}) while {doing}: {path}")
-    if "file is not a database" in text or getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB":
+    if "file is not a database" in text or name == "SQLITE_NOTADB":
         return not_a_journal(path)
     return JournalError(f"journal error ({text}) while {doing}: {path}")
 
@@ -168,8 +205,14 @@ def read_meta(con: sqlite3.Connection, path: str) -> MetaInfo:
             )
         snapshot_seq = meta.get("snapshot_seq", 0)
         max_version = meta.get("max_version", 0)
+        journal_id = meta.get("journal_id")
+        snapshot_rows = meta.get("snapshot_rows")
         if type(snapshot_seq) is not int or type(max_version) is not int:
             raise JournalCorrupt(f"journal meta is damaged: {path}")
+        if version >= 2 and (
+            type(journal_id) is not bytes or type(snapshot_rows) is not int or not meta_sealed(meta)
+        ):
+            raise JournalCorrupt(f"journal meta is damaged (checksum mismatch): {path}")
         count, max_seq = con.execute(
             "SELECT count(*), max(seq) FROM records WHERE seq > ?", (snapshot_seq,)
         ).fetchone()
@@ -181,6 +224,8 @@ def read_meta(con: sqlite3.Connection, path: str) -> MetaInfo:
         max_version=max_version,
         max_seq=max(int(max_seq or 0), snapshot_seq),
         tail_records=int(count),
+        journal_id=journal_id if version >= 2 else None,
+        snapshot_rows=snapshot_rows if version >= 2 else None,
     )
 
 
@@ -217,10 +262,16 @@ def ensure_schema(path: str) -> MetaInfo:
                         ("schema_version", SCHEMA_VERSION),
                         ("snapshot_seq", 0),
                         ("max_version", 0),
+                        ("journal_id", new_journal_id()),
+                        ("snapshot_rows", 0),
                     ],
                 )
+                seal_meta(con)
                 con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             info = read_meta(con, path)
+            if info.schema_version < SCHEMA_VERSION:
+                migrate(con, info, path)
+                info = read_meta(con, path)
             con.execute("COMMIT")
             mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":

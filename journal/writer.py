@@ -8,7 +8,9 @@ is in flight waits for the next batch, so N concurrent submitters cost about
 
 Sequence numbers are assigned by the writer at commit time (``last_seq + 1 ...``), so seqs are
 dense and increase forever, also across compaction (which deletes every row, including the
-newest, and would otherwise let SQLite reuse rowids).
+newest, and would otherwise let SQLite reuse rowids). Each row is sealed there too, with a
+checksum over its seq, kind and body (:func:`journal.codec.seal_record`), and after each commit
+the new last seq goes to the journal's high-water mark (:mod:`journal.watermark`).
 
 If a transaction fails (disk full, read-only file, I/O error) it is rolled back, each of its
 futures gets a :class:`~journal.errors.JournalError`, none of its records is written, and the
@@ -27,8 +29,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
+from journal.codec import seal_record
 from journal.errors import JournalError
 from journal.schema import raise_for
+from journal.watermark import HighWaterMark
 
 __all__ = ["INSERT_SQL", "GroupCommitWriter"]
 
@@ -51,6 +55,7 @@ class GroupCommitWriter:
         last_seq: int,
         tail_records: int,
         on_commit: Callable[[int, float], None],
+        mark: HighWaterMark | None = None,
     ) -> None:
         self._conn = conn
         self._path = path
@@ -58,6 +63,7 @@ class GroupCommitWriter:
         self.last_seq = last_seq  #: highest committed seq
         self.tail_records = tail_records  #: committed records after the snapshot
         self._on_commit = on_commit
+        self._mark = mark
         self._rows: list[tuple[int, bytes]] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._jobs: collections.deque[tuple[Job, asyncio.Future[Any]]] = collections.deque()
@@ -153,7 +159,10 @@ class GroupCommitWriter:
             _resolve(waiters)
             return
         first = self.last_seq + 1
-        numbered = [(first + i, kind, body) for i, (kind, body) in enumerate(rows)]
+        numbered = [
+            (seq, kind, seal_record(seq, kind, body))
+            for seq, (kind, body) in enumerate(rows, first)
+        ]
         self._batch = waiters
         self._in_flight = True
         start = time.perf_counter()
@@ -177,6 +186,8 @@ class GroupCommitWriter:
         seconds = time.perf_counter() - start
         self.last_seq += len(rows)
         self.tail_records += len(rows)
+        if self._mark is not None:
+            self._mark.advance(self.last_seq)
         _resolve(waiters)
         try:
             self._on_commit(len(rows), seconds)

@@ -5,20 +5,11 @@ from __future__ import annotations
 import enum
 from typing import Any, NamedTuple
 
+# The one definition of the states lives in the journal (which must not import wheel_engine):
+# the journal stores them, the engine, the model and the CLI use the same enum.
+from journal.state import TimerState
 
-class TimerState(enum.StrEnum):
-    """Where a timer is in its life. The string values are what the journal stores."""
-
-    PENDING = "PENDING"  #: waiting for its due time (or for its handler to be registered)
-    RUNNING = "RUNNING"  #: its handler is running now
-    SUCCEEDED = "SUCCEEDED"  #: a handler returned normally: acknowledged, never fires again
-    CANCELED = "CANCELED"  #: cancelled before it ran: never fires
-    DEAD = "DEAD"  #: attempts or the retry deadline ran out, or PermanentError: see redrive()
-
-    @property
-    def is_live(self) -> bool:
-        """PENDING or RUNNING: the timer may still fire."""
-        return self is TimerState.PENDING or self is TimerState.RUNNING
+__all__ = ["CancelResult", "Firing", "TimerInfo", "TimerState"]
 
 
 class CancelResult(enum.StrEnum):

@@ -26,7 +26,7 @@ from psycopg import AsyncConnection
 
 from journal.postgres.rows import arrays
 from journal.postgres.schema import DB_NOW
-from journal.state import CANCELED, DEAD, PENDING, STATE_CODE, SUCCEEDED
+from journal.state import CANCELED, DEAD, PENDING, STATE_CODE, SUCCEEDED, TimerState
 
 __all__ = ["AttemptResult", "Claimed", "Outcome", "attempt", "finish", "give_up", "unclaim"]
 
@@ -110,7 +110,7 @@ class Outcome(NamedTuple):
     key: str
     version: int
     epoch: int  #: :attr:`Claimed.epoch` of the attempt
-    state: str  #: SUCCEEDED, CANCELED, DEAD or PENDING
+    state: TimerState  #: SUCCEEDED, CANCELED, DEAD or PENDING
     error: str | None = None  #: the failure (retry, DEAD); None keeps the last one
     due: float | None = None  #: the retry's due time (PENDING only)
 

@@ -13,7 +13,7 @@ from psycopg import AsyncConnection, Connection
 
 from journal.postgres.rows import COLUMNS, StoredTimer, stored
 from journal.postgres.schema import DB_NOW
-from journal.state import STATE_CODE, STATES
+from journal.state import STATE_CODE, STATES, TimerState
 
 __all__ = ["Summary", "listing_sync", "lookup", "lookup_sync", "summary", "summary_sync"]
 
@@ -38,7 +38,7 @@ _SUMMARY: Final = (
 class Summary(NamedTuple):
     """Counts for ``status``; ``owners``: partitions held under a valid lease, by node."""
 
-    states: dict[str, int]
+    states: dict[TimerState, int]
     owners: dict[str, int]
     live_nodes: int
     last_version: int  #: the highest version issued so far (0 before the first)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-from journal.state import STATES, TimerRow
+from journal.state import STATES, TimerRow, TimerState
 
 __all__ = ["COLUMNS", "StoredTimer", "arrays", "stored"]
 
@@ -29,7 +29,7 @@ class StoredTimer(NamedTuple):
     handler: str
     due: float
     payload: bytes | None  #: msgpack bytes, exactly as scheduled
-    state: str
+    state: TimerState
     attempts: int
     last_error: str | None
     first_attempt_at: float | None

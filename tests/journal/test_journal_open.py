@@ -36,7 +36,7 @@ async def test_creates_file_and_wal_with_mode_600_and_no_lock_file(db: str) -> N
         os.umask(old)
     con = sqlite3.connect(db)
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert con.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == 1
+    assert con.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == 2
     con.close()
 
 
@@ -233,6 +233,6 @@ async def test_check_and_info_on_a_healthy_journal(db: str) -> None:
     assert report.ok and (report.snapshot_rows, report.records) == (10, 1)
     info = await j.info()
     assert (info.snapshot_seq, info.last_seq, info.tail_records) == (10, 11, 1)
-    assert (info.snapshot_rows, info.max_version, info.schema_version) == (10, 10, 1)
+    assert (info.snapshot_rows, info.max_version, info.schema_version) == (10, 10, 2)
     assert info.file_bytes > 0
     await j.close()

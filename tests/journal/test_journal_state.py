@@ -1,14 +1,27 @@
-"""The state fold: the rules in journal.state.apply, and the fast fold used by recovery agrees."""
+"""The state fold: the rules in journal.state.FOLD, run by apply, recovery and compaction alike."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from journal import codec
-from journal.records import Ack, Attempt, Cancel, Dead, Record, Redrive, Retry, Schedule
-from journal.recovery import fold_records
-from journal.state import TimerRow, apply
+from journal.records import (
+    KIND_OF,
+    Ack,
+    Attempt,
+    Cancel,
+    Dead,
+    Kind,
+    Record,
+    Redrive,
+    Retry,
+    Schedule,
+)
+from journal.recovery import fold_records, fold_sealed
+from journal.state import FOLD, STATE_CODE, STATES, Malformed, TimerRow, TimerState, apply
+from wheel_engine.model import TimerState as ModelTimerState
 
 
 def fold(records: list[Record]) -> dict[str, TimerRow]:
@@ -133,6 +146,52 @@ def test_fast_fold_equals_apply(records: list[Record]) -> None:
     rows = [(i + 1, *codec.encode(r)) for i, r in enumerate(records)]
     got: dict[str, TimerRow] = {}
     max_version = fold_records(got, rows, 0)
+    assert got == expected
+    versions = [r.version for r in records] + [r.new_version for r in records if type(r) is Redrive]
+    assert max_version == max(versions, default=0)
+
+
+# -- one table of rules, one vocabulary of states -------------------------------------------------
+
+
+def test_there_is_one_rule_per_kind_and_apply_runs_it() -> None:
+    assert set(FOLD) == {int(k) for k in Kind}
+    for cls, kind in KIND_OF.items():
+        assert FOLD[int(kind)].__name__ == f"_{cls.__name__.lower()}"
+
+
+def test_a_malformed_record_raises_instead_of_folding() -> None:
+    t: dict[str, TimerRow] = {}
+    for bad in [Ack("k", True, 1.0), Ack(1, 1, 1.0), Schedule("k", 1, "h", "soon", None, 1.0)]:  # type: ignore[arg-type]
+        with pytest.raises(Malformed):
+            apply(t, bad)
+    with pytest.raises(ValueError):  # the wrong number of fields
+        FOLD[4](t, ("k", 1))
+    with pytest.raises(TypeError):
+        apply(t, ("k", 1, 1.0))  # type: ignore[arg-type]
+    assert t == {}
+
+
+def test_states_are_one_str_enum_stored_by_code() -> None:
+    assert ModelTimerState is TimerState
+    assert [s.value for s in STATES] == ["PENDING", "RUNNING", "SUCCEEDED", "CANCELED", "DEAD"]
+    assert STATE_CODE == {"PENDING": 0, "RUNNING": 1, "SUCCEEDED": 2, "CANCELED": 3, "DEAD": 4}
+    assert [s.is_live for s in STATES] == [True, True, False, False, False]
+    row = fold([Schedule("k", 1, "h", 10.0, None, 5.0)])["k"]
+    assert row.state is TimerState.PENDING and row.state == "PENDING"
+
+
+@settings(max_examples=300)
+@given(fold_records_strategy)
+def test_sealed_fold_equals_apply(records: list[Record]) -> None:
+    """What recovery and compaction run on a schema-2 journal: the same rules via FOLD."""
+    expected = fold(records)
+    rows = [
+        (k, codec.seal_record(seq, k, b))
+        for seq, (k, b) in enumerate(codec.encode_many(records), 8)
+    ]
+    got: dict[str, TimerRow] = {}
+    max_version = fold_sealed(got, rows, 7, 0)
     assert got == expected
     versions = [r.version for r in records] + [r.new_version for r in records if type(r) is Redrive]
     assert max_version == max(versions, default=0)
