@@ -170,12 +170,12 @@ def _retained_cut(
         " ORDER BY updated_at DESC, key DESC LIMIT ?",
         (*_FINISHED_CODES, cutoff, limit + len(touched)),
     ).fetchall()
-    kept = [entry for entry in newest if entry[1] not in touched]
-    kept.extend(fresh)
-    if len(kept) <= limit:
+    candidates = [entry for entry in newest if entry[1] not in touched]
+    candidates.extend(fresh)
+    if len(candidates) < limit:
         return cutoff, ""
-    kept.sort(reverse=True)
-    updated_at, key = kept[limit - 1]
+    candidates.sort(reverse=True)
+    updated_at, key = candidates[limit - 1]
     return float(updated_at), key
 
 
