@@ -83,6 +83,11 @@ class Engine(Dispatcher):
     committed, uncancelled timer fires at least once (until a handler returns or it is DEAD);
     a cancel that returned ``CANCELED`` is final; with a journal all of that survives crashes.
     Not guaranteed: exactly once (handlers get ``Firing.idempotency_key`` for that).
+
+    Finished timers (SUCCEEDED, CANCELED) stay readable for ``retention`` seconds, at most
+    ``max_retained`` of them (the oldest are forgotten first, as soon as timers finish); DEAD
+    ones stay until redriven. Memory and the journal are bounded by the live timers plus that
+    window. Bad input raises before anything changes, in memory or in the journal.
     """
 
     def __init__(
@@ -354,6 +359,14 @@ class Engine(Dispatcher):
         says what to do when ``key`` names a PENDING or RUNNING timer: ``"replace"`` it (new due
         time, payload and version), ``"keep"`` it (returned unchanged) or raise ``DuplicateKey``
         (``"error"``).
+
+        Raises, before anything changes: ``UnknownHandler``; ``ValueError`` for both or neither
+        of ``at``/``delay``, a naive datetime, a time that is negative, NaN, infinite or past
+        the year 9999, a payload over ``max_payload_bytes``, an empty name or one that is not
+        UTF-8 (lone surrogates); ``TypeError`` for a name that is not a ``str``, a payload
+        msgpack cannot encode or that would not decode back equal. A ``str`` subclass is taken
+        as the plain ``str`` it holds. The timer holds the payload as it decodes from msgpack
+        (what a restart gives too): tuples come back as lists.
         """
         self._check_open()
         request = self._validate(handler, at, delay, payload, key, on_conflict, self.clock.time())
