@@ -611,8 +611,6 @@ class Engine(Dispatcher):
         timer = self._timers.get(key)
         if timer is None or (version is not None and version != timer.version):
             return CancelResult.NOT_FOUND
-        if self._forgotten(timer):
-            return CancelResult.NOT_FOUND
         if timer.state is RUNNING:
             if timer.interrupt is None:
                 timer.interrupt = INTERRUPT_CANCEL
@@ -620,7 +618,7 @@ class Engine(Dispatcher):
                     timer.task.cancel()
             return CancelResult.CANCEL_REQUESTED
         if timer.state is not PENDING:
-            return CancelResult.ALREADY_DONE
+            return CancelResult.NOT_FOUND if self._forgotten(timer) else CancelResult.ALREADY_DONE
         self._unplace(timer)
         self._finish(timer, CANCELED)
         self._stats.canceled += 1
@@ -654,21 +652,24 @@ class Engine(Dispatcher):
     ) -> list[TimerInfo]:
         """Every timer known, optionally only those in ``state`` or for ``handler``."""
         wanted = None if state is None else TimerState(state)
+        horizon = self.clock.time() - self.retention
         return [
             timer.info()
             for timer in self._timers.values()
             if (wanted is None or timer.state is wanted)
             and (handler is None or timer.handler == handler)
-            and not self._forgotten(timer)
+            and not self._forgotten(timer, horizon)
         ]
 
-    def _forgotten(self, timer: Timer) -> bool:
-        """Finished past its retention, not purged yet (no tick or finish since): reads do not
-        see it, as they would not after a restart."""
+    def _forgotten(self, timer: Timer, horizon: float | None = None) -> bool:
+        """Finished before ``horizon`` (default: now - retention) but not purged yet (no tick
+        or finish since): reads do not see it, as they would not after a restart."""
         state = timer.state
-        return (state is SUCCEEDED or state is CANCELED) and (
-            timer.updated_at <= self.clock.time() - self.retention
-        )
+        if state is not SUCCEEDED and state is not CANCELED:
+            return False
+        if horizon is None:
+            horizon = self.clock.time() - self.retention
+        return timer.updated_at <= horizon
 
     def stats(self) -> dict[str, Any]:
         """Counts by state, counters since start, lateness (seconds) and journal size."""
@@ -752,6 +753,9 @@ class Engine(Dispatcher):
             logger.info("compacted %s: %s", self.path, result)
         finally:
             self._compacting = None
+        # What churn committed meanwhile may be over the trigger already: fold it now rather
+        # than at the next commit, so an idle engine is never left with an outsized tail.
+        self._maybe_compact()
 
     def _maybe_compact(self) -> None:
         """Compaction runs on its own once history outweighs the live timers (bounded file).
