@@ -7,12 +7,15 @@ Step by step (:meth:`journal.Journal.compact`):
    read the records ``snapshot_seq < seq <= S`` in batches; for each batch load the snapshot rows
    of the keys it touches (only those: the fold is per key), and fold the batch into them.
    The result is the new state of every *touched* key. Finished (SUCCEEDED, CANCELED) rows whose
-   ``updated_at`` is older than ``now - retention`` are to be deleted, the others upserted.
+   ``updated_at`` is older than ``now - retention``, or that are not among the newest
+   ``max_retained`` finished rows of the whole new snapshot (by ``(updated_at, key)``), are to be
+   deleted, the others upserted. Both rules come down to one cut ``(updated_at, key)``: finished
+   rows below it go.
 3. :func:`write_plan`, through the writer (so it is serialised with group commits), in ONE
    transaction: delete and upsert those snapshot rows, delete the untouched snapshot rows that
-   retention drops (``state IN (SUCCEEDED, CANCELED) AND updated_at < cutoff``, in SQL), delete
-   the records ``seq <= S``, and store ``snapshot_seq = S``, ``max_version`` and the snapshot's
-   row count in ``meta``, then seal ``meta`` (its checksum).
+   retention drops (``state IN (SUCCEEDED, CANCELED) AND (updated_at, key) < cut``, in SQL),
+   delete the records ``seq <= S``, and store ``snapshot_seq = S``, ``max_version`` and the
+   snapshot's row count in ``meta``, then seal ``meta`` (its checksum).
 
 The plan checks what it reads as recovery does (each record's CRC, seq, kind and shape; each
 snapshot row it loads, against its columns) and writes every upserted row sealed.
@@ -33,6 +36,7 @@ retention: untouched live timers are never decoded or rewritten.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -77,8 +81,9 @@ class CompactionPlan:
     """The snapshot changes computed off the writer; applied by :func:`write_plan`."""
 
     upto_seq: int
-    cutoff: float
+    cutoff: float  #: finished rows with (updated_at, key) < (cutoff, cut_key) are dropped
     max_version: int
+    cut_key: str = ""
     upserts: list[tuple[str, int, float, bytes]] = field(default_factory=list)
     deletes: list[tuple[str]] = field(default_factory=list)
     folded: int = 0
@@ -94,7 +99,9 @@ def _load_rows(con: sqlite3.Connection, keys: list[str], timers: dict[str, Timer
             timers[key] = codec.decode_row(key, state, updated_at, body)
 
 
-def plan_sync(path: str, upto_seq: int, cutoff: float) -> CompactionPlan:
+def plan_sync(
+    path: str, upto_seq: int, cutoff: float, max_retained: int | None = None
+) -> CompactionPlan:
     """Step 2: fold the snapshot rows touched by records ``<= upto_seq`` (read-only)."""
     con = connect_ro(path)
     try:
@@ -128,21 +135,59 @@ def plan_sync(path: str, upto_seq: int, cutoff: float) -> CompactionPlan:
             last = meta.snapshot_seq + folded
             if last < upto_seq:  # every record up to upto_seq is committed, so must be here
                 raise JournalCorrupt(f"record {last + 1}: missing: {path}", seq=last + 1)
+            cut = (cutoff, "")  # (updated_at, key) < (cutoff, "") is updated_at < cutoff
+            if max_retained is not None:
+                cut = max(cut, _retained_cut(con, timers, cutoff, max_retained))
             con.execute("COMMIT")
         except sqlite3.Error as exc:
             raise raise_for(exc, path, "compacting") from exc
     finally:
         con.close()
-    plan = CompactionPlan(upto_seq=upto_seq, cutoff=cutoff, max_version=max_version)
+    plan = CompactionPlan(upto_seq, cut[0], max_version, cut_key=cut[1])
     plan.folded = folded
     pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack  # this thread's own
     for row in timers.values():
-        if row.state in FINISHED and row.updated_at < cutoff:
+        if row.state in FINISHED and (row.updated_at, row.key) < cut:
             plan.deletes.append((row.key,))
         else:
             plan.upserts.append(codec.encode_row(row, pack))
     plan.upserts.sort()  # key order: the snapshot's index is written sequentially
     return plan
+
+
+def _retained_cut(
+    con: sqlite3.Connection, touched: dict[str, TimerRow], cutoff: float, limit: int
+) -> tuple[float, str]:
+    """The ``(updated_at, key)`` of the oldest finished row that ``limit`` still keeps, over the
+    new snapshot: the untouched rows as stored plus the ``touched`` rows as folded. Only rows
+    from ``cutoff`` on count (older ones go anyway); ``(cutoff, "")`` when all of them fit."""
+    fresh = [
+        (row.updated_at, row.key)
+        for row in touched.values()
+        if row.state in FINISHED and row.updated_at >= cutoff
+    ]
+    marks = ",".join("?" * len(_FINISHED_CODES))
+    where = f"state IN ({marks}) AND updated_at >= ?"
+    (stored,) = con.execute(
+        f"SELECT count(*) FROM snapshot WHERE {where}", (*_FINISHED_CODES, cutoff)
+    ).fetchone()
+    if stored + len(fresh) <= limit:  # an upper bound (touched keys count twice): all fit
+        return cutoff, ""
+    if limit == 0:
+        return math.inf, ""
+    # The newest `limit` untouched rows are among the newest `limit + len(touched)` stored ones.
+    newest = con.execute(
+        f"SELECT updated_at, key FROM snapshot WHERE {where}"
+        " ORDER BY updated_at DESC, key DESC LIMIT ?",
+        (*_FINISHED_CODES, cutoff, limit + len(touched)),
+    ).fetchall()
+    candidates = [entry for entry in newest if entry[1] not in touched]
+    candidates.extend(fresh)
+    if len(candidates) < limit:
+        return cutoff, ""
+    candidates.sort(reverse=True)
+    updated_at, key = candidates[limit - 1]
+    return float(updated_at), key
 
 
 async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> CompactionResult:
@@ -156,8 +201,8 @@ async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> Compact
     )
     marks = ",".join("?" * len(_FINISHED_CODES))
     cur = await conn.execute(
-        f"DELETE FROM snapshot WHERE state IN ({marks}) AND updated_at < ?",
-        (*_FINISHED_CODES, plan.cutoff),
+        f"DELETE FROM snapshot WHERE state IN ({marks}) AND (updated_at, key) < (?, ?)",
+        (*_FINISHED_CODES, plan.cutoff, plan.cut_key),
     )
     dropped += max(cur.rowcount, 0)
     cur = await conn.execute("DELETE FROM records WHERE seq <= ?", (plan.upto_seq,))

@@ -266,20 +266,27 @@ class Journal:
 
     # -- compaction --------------------------------------------------------------------------
 
-    async def compact(self, *, retention: float, now: float) -> CompactionResult:
+    async def compact(
+        self, *, retention: float, now: float, max_retained: int | None = None
+    ) -> CompactionResult:
         """Fold the snapshot and every record committed so far into a new snapshot, online.
 
         Finished timers (SUCCEEDED, CANCELED) last updated before ``now - retention`` are
-        dropped; DEAD ones are kept. Records committed meanwhile stay in the tail. See
+        dropped, and beyond the newest ``max_retained`` of them (by ``(updated_at, key)``; None:
+        no limit); DEAD ones are kept. Records committed meanwhile stay in the tail. See
         :mod:`journal.compaction`.
         """
         writer = self._writable()
         if retention < 0 or retention != retention:
             raise ValueError(f"retention must be >= 0, not {retention!r}")
+        if max_retained is not None and max_retained < 0:
+            raise ValueError(f"max_retained must be >= 0, not {max_retained!r}")
         async with self._compacting:
             started = time.perf_counter()
             upto = writer.last_seq
-            plan = await asyncio.to_thread(plan_sync, self.path, upto, now - retention)
+            plan = await asyncio.to_thread(
+                plan_sync, self.path, upto, now - retention, max_retained
+            )
 
             async def job(conn: Any) -> CompactionResult:
                 return await write_plan(conn, plan, started)

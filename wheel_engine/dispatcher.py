@@ -22,7 +22,7 @@ import functools
 import itertools
 import logging
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from wheel_engine import diagnostics
 from wheel_engine.clock import Cancellable, Clock
 from wheel_engine.errors import PermanentError
 from wheel_engine.handlers import HandlerSpec
+from wheel_engine.journaling import submit_safely
 from wheel_engine.model import Firing, TimerState
 from wheel_engine.stats import Counters
 from wheel_engine.timer import (
@@ -74,6 +75,7 @@ class Dispatcher:
         max_concurrency: int,
         clock: Clock,
         retention: float,
+        max_retained: int,
         clock_check: float | None,
         max_error_bytes: int = diagnostics.DEFAULT_MAX_ERROR_BYTES,
     ) -> None:
@@ -81,13 +83,16 @@ class Dispatcher:
         self.max_concurrency = max_concurrency
         self.clock = clock
         self.retention = retention
+        self.max_retained = max_retained
         self.clock_check = clock_check
         self.max_error_bytes = max_error_bytes
         self.journal: Journal | None = None
 
         self._handlers: dict[str, HandlerSpec] = {}
         self._timers: dict[str, Timer] = {}  # key -> its latest version, live or finished
-        self._finished: dict[str, Timer] = {}  # finished timers in finishing order (retention)
+        # SUCCEEDED and CANCELED timers in finishing order, for retention. An OrderedDict: a
+        # dict would make forgetting from the front O(n) per call (iteration skips the holes).
+        self._finished: OrderedDict[str, Timer] = OrderedDict()
         self._dead: dict[str, Timer] = {}  # DEAD timers: kept until redriven or replaced
         self._unhandled: dict[str, dict[str, Timer]] = {}  # handler name -> parked due timers
         self._wheel: TimingWheel[Timer] = TimingWheel(0)
@@ -259,7 +264,7 @@ class Dispatcher:
             new(Attempt, (timer.key, timer.version, timer.attempts, now))
             for timer in itertools.chain(inline, pooled)
         ]
-        committed = self.journal.submit(records)
+        committed = submit_safely(self.journal, records)
         committed.add_done_callback(lambda future: self._attempts_committed(future, inline, pooled))
 
     def _take(self) -> tuple[list[Timer], list[Timer]]:
@@ -439,6 +444,7 @@ class Dispatcher:
                 timer.state = SUCCEEDED
                 timer.updated_at = now
                 finished[timer.key] = timer
+        self._purge_finished(now)
         if self.journal is not None:
             self._journal_write([Ack(timer.key, timer.version, now) for timer in timers])
 
@@ -664,9 +670,13 @@ class Dispatcher:
         )
 
     def _finish(self, timer: Timer, state: TimerState, now: float | None = None) -> None:
+        """``timer`` ends in ``state``. SUCCEEDED and CANCELED ones enter the retention window
+        (which forgets the oldest at once if it is full); DEAD ones are kept in ``_dead``."""
         timer.state = state
         timer.updated_at = self.clock.time() if now is None else now
-        self._finished[timer.key] = timer
+        if state is not DEAD:
+            self._finished[timer.key] = timer
+            self._purge_finished(timer.updated_at)
 
     def _journal_write(self, records: list[Record]) -> None:
         """Outcome records are batched, not awaited: a lost ack only means firing again.
@@ -674,26 +684,32 @@ class Dispatcher:
         A failed write is one WARNING line naming the timers, never their payloads."""
         if self.journal is None:
             return
-        try:
-            future = self.journal.submit(records)
-        except Exception as exc:  # closed journal, or a record that cannot be encoded
-            diagnostics.log_write_failure(records, exc)
-            return
+        future = submit_safely(self.journal, records)  # never raises: a bad record never stalls
         future.add_done_callback(functools.partial(diagnostics.logged_write, records))
         self._maybe_compact()
 
     def _purge_finished(self, now: float) -> None:
-        """Forget finished timers older than ``retention`` (dead ones stay until redriven)."""
+        """Forget finished timers older than ``retention`` and the oldest beyond ``max_retained``.
+
+        Called whenever timers finish and on every tick, so the window holds whatever the churn:
+        O(1) when nothing is to be forgotten, O(1) per timer forgotten. DEAD timers are not in
+        the window: they stay until redriven or replaced.
+        """
         finished = self._finished
+        if not finished:
+            return
         horizon = now - self.retention
+        excess = len(finished) - self.max_retained
+        timers = self._timers
         while finished:
             key = next(iter(finished))
             timer = finished[key]
-            if timer.updated_at > horizon:
+            if excess <= 0 and timer.updated_at > horizon:
                 return
             del finished[key]
-            if timer.state is not DEAD and self._timers.get(key) is timer:
-                del self._timers[key]
+            excess -= 1
+            if timers.get(key) is timer:
+                del timers[key]
 
 
 def log_failure(future: asyncio.Future[Any]) -> None:

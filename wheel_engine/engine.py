@@ -29,6 +29,7 @@ import operator
 import os
 import secrets
 import signal
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -36,7 +37,15 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from journal import Cancel, Record, Redrive, Schedule
 from wheel_engine.clock import Clock, SystemClock
 from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, MIN_ERROR_BYTES, ErrorDescriber
-from wheel_engine.dispatcher import CANCELED, DEAD, PENDING, RUNNING, Dispatcher, log_failure
+from wheel_engine.dispatcher import (
+    CANCELED,
+    DEAD,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    Dispatcher,
+    log_failure,
+)
 from wheel_engine.errors import DuplicateKey, EngineError, UnknownHandler
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.handlers import HandlerFn, make_spec
@@ -44,8 +53,10 @@ from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_CRASH, UNDECODED, Timer
 from wheel_engine.validation import (
+    MAX_TIME,
     ON_CONFLICT,
     check_key,
+    check_name,
     due_time,
     encode_payload,
 )
@@ -64,7 +75,7 @@ _Request = tuple[str, float, Any, bytes | None, str | None, str]
 _Change = tuple[_Request, Timer, Timer | None]
 _new_tuple = tuple.__new__
 _STATE_BY_NAME = {state.value: state for state in TimerState}
-_updated_at = operator.attrgetter("updated_at")
+_retention_order = operator.attrgetter("updated_at", "key")
 _REQUEST_KEYS = frozenset({"handler", "at", "delay", "payload", "key", "on_conflict"})
 
 
@@ -75,6 +86,11 @@ class Engine(Dispatcher):
     committed, uncancelled timer fires at least once (until a handler returns or it is DEAD);
     a cancel that returned ``CANCELED`` is final; with a journal all of that survives crashes.
     Not guaranteed: exactly once (handlers get ``Firing.idempotency_key`` for that).
+
+    Finished timers (SUCCEEDED, CANCELED) stay readable for ``retention`` seconds, at most
+    ``max_retained`` of them (the oldest are forgotten first, as soon as timers finish); DEAD
+    ones stay until redriven. Memory and the journal are bounded by the live timers plus that
+    window. Bad input raises before anything changes, in memory or in the journal.
     """
 
     def __init__(
@@ -88,7 +104,8 @@ class Engine(Dispatcher):
         default_timeout: float | None = None,
         max_payload_bytes: int = 65536,
         clock: Clock | None = None,
-        retention: float = 86400.0,
+        retention: float = 3600.0,
+        max_retained: int = 100_000,
         compact_min_records: int = 10_000,
         clock_check: float | None = 60.0,
         max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
@@ -101,11 +118,18 @@ class Engine(Dispatcher):
             raise ValueError("max_concurrency must be at least 1")
         if not (isinstance(max_error_bytes, int) and max_error_bytes >= MIN_ERROR_BYTES):
             raise ValueError(f"max_error_bytes must be an int >= {MIN_ERROR_BYTES}")
+        if not math.isfinite(MAX_TIME / tick):
+            raise ValueError("tick is too small to place every due time")
+        if not retention >= 0:  # NaN too; math.inf keeps finished timers up to max_retained
+            raise ValueError("retention must be a number of seconds >= 0")
+        if max_retained.__class__ is bool or not isinstance(max_retained, int) or max_retained < 0:
+            raise ValueError("max_retained must be an int >= 0")
         super().__init__(
             tick=float(tick),
             max_concurrency=max_concurrency,
             clock=clock if clock is not None else SystemClock(),
-            retention=retention,
+            retention=float(retention),
+            max_retained=max_retained,
             clock_check=clock_check,
             max_error_bytes=max_error_bytes,
         )
@@ -242,16 +266,19 @@ class Engine(Dispatcher):
             )
             timer.packed = row.payload  # decoded on first use: most are only ever fired
             timers[row.key] = timer
-            if state is not PENDING:
+            if state is DEAD:
+                self._dead[row.key] = timer
+            elif state is not PENDING:
                 finished.append(timer)
-                if state is DEAD:
-                    self._dead[row.key] = timer
             elif row.handler in handlers:
                 self._insert(timer)
             else:
                 self._park(timer)
-        finished.sort(key=_updated_at)  # the retention purge reads this from the front
-        self._finished = {timer.key: timer for timer in finished}
+        # The retention window forgets from the front. The journal's compaction orders finished
+        # rows the same way, by (updated_at, key), so both keep the same ones.
+        finished.sort(key=_retention_order)
+        self._finished = OrderedDict((timer.key, timer) for timer in finished)
+        self._purge_finished(self.clock.time())
         return counts
 
     def _log_recovery_progress(self, done: int, total: int) -> None:
@@ -347,6 +374,14 @@ class Engine(Dispatcher):
         says what to do when ``key`` names a PENDING or RUNNING timer: ``"replace"`` it (new due
         time, payload and version), ``"keep"`` it (returned unchanged) or raise ``DuplicateKey``
         (``"error"``).
+
+        Raises, before anything changes: ``UnknownHandler``; ``ValueError`` for both or neither
+        of ``at``/``delay``, a naive datetime, a time that is negative, NaN, infinite or past
+        the year 9999, a payload over ``max_payload_bytes``, an empty name or one that is not
+        UTF-8 (lone surrogates); ``TypeError`` for a name that is not a ``str``, a payload
+        msgpack cannot encode or that would not decode back equal. A ``str`` subclass is taken
+        as the plain ``str`` it holds. The timer holds the payload as it decodes from msgpack
+        (what a restart gives too): tuples come back as lists.
         """
         self._check_open()
         request = self._validate(handler, at, delay, payload, key, on_conflict, self.clock.time())
@@ -387,8 +422,10 @@ class Engine(Dispatcher):
         validated: list[_Request] = []
         claimed: set[str] = set()  # keys this batch schedules, for on_conflict="error"
         for request in requests:
+            if request.__class__ is not dict and not isinstance(request, Mapping):
+                raise TypeError(f"schedule_many takes mappings, not {type(request).__name__}")
             if not request.keys() <= _REQUEST_KEYS:
-                unknown = ", ".join(sorted(set(request) - _REQUEST_KEYS))
+                unknown = ", ".join(sorted(map(repr, set(request) - _REQUEST_KEYS)))
                 raise TypeError(f"unknown schedule option(s): {unknown}")
             get = request.get
             valid = self._validate(
@@ -415,26 +452,36 @@ class Engine(Dispatcher):
         at: datetime | float | None,
         delay: float | None,
         payload: Any,
-        key: str | None,
+        key: Any,
         on_conflict: str,
         now: float,
     ) -> _Request:
-        """Check one request completely; nothing is changed. Raises on anything wrong."""
+        """Check one request completely; nothing is changed. Raises on anything wrong.
+
+        The values returned are the clean ones: names as plain ``str``, the due time in range,
+        the payload as it decodes from its msgpack bytes (what a restart would give).
+        """
+        handler = check_name(handler, "handler")
         if handler not in self._handlers:
             raise UnknownHandler(f"no handler registered as {handler!r}")
         if on_conflict not in ON_CONFLICT:
             raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
-        if at is None and (delay.__class__ is float or delay.__class__ is int):
-            due = now + delay if 0 <= delay < math.inf else due_time(now, at, delay)
+        kind = delay.__class__
+        if at is None and (kind is float or kind is int) and 0 <= delay <= MAX_TIME:  # type: ignore[operator]
+            due = now + delay  # type: ignore[operator]
+            if due > MAX_TIME:
+                due = due_time(now, at, delay)  # raises, with the reason
         else:
             due = due_time(now, at, delay)
         if key is not None:
-            check_key(key)
+            key = check_key(key)
             if on_conflict == "error":
                 live = self._timers.get(key)
                 if live is not None and live.state.is_live:
                     raise DuplicateKey(f"key {key!r} names a live timer (version {live.version})")
-        data = None if payload is None else encode_payload(payload, self.max_payload_bytes)
+        data = None
+        if payload is not None:
+            data, payload = encode_payload(payload, self.max_payload_bytes)
         return handler, due, payload, data, key, on_conflict
 
     def _apply_schedule(self, request: _Request) -> tuple[Timer, _Change | None]:
@@ -478,11 +525,12 @@ class Engine(Dispatcher):
             new(Schedule, (timer.key, timer.version, timer.handler, timer.due, request[3], now))
             for request, timer, _ in changes
         ]
-        future = journal.submit(records)
         committing = self._committing
-        for _, timer, _ in changes:
-            committing[timer.key] = future
+        future = None
         try:
+            future = journal.submit(records)  # raises if the journal is closed or has failed
+            for _, timer, _ in changes:
+                committing[timer.key] = future
             await future
         except asyncio.CancelledError:
             raise
@@ -491,7 +539,7 @@ class Engine(Dispatcher):
                 self._undo_schedule(timer, previous)
             raise
         finally:
-            if not future.cancelled():
+            if future is not None and not future.cancelled():
                 for _, timer, _ in changes:
                     if committing.get(timer.key) is future:
                         del committing[timer.key]
@@ -514,11 +562,12 @@ class Engine(Dispatcher):
         10,000 concurrent schedules.
         """
         assert self.journal is not None
-        future = self.journal.submit(records)
         committing = self._committing
-        for key in keys:
-            committing[key] = future
+        future = None
         try:
+            future = self.journal.submit(records)  # raises if the journal is closed or failed
+            for key in keys:
+                committing[key] = future
             await future
         except asyncio.CancelledError:
             raise
@@ -526,7 +575,7 @@ class Engine(Dispatcher):
             undo()
             raise
         finally:
-            if not future.cancelled():
+            if future is not None and not future.cancelled():
                 for key in keys:
                     if committing.get(key) is future:
                         del committing[key]
@@ -562,6 +611,7 @@ class Engine(Dispatcher):
             self._dead[timer.key] = previous
         else:
             self._finished[timer.key] = previous
+            self._purge_finished(self.clock.time())
 
     # ------------------------------------------------------------------ cancelling
     async def cancel(self, key: str, *, version: int | None = None) -> CancelResult:
@@ -570,6 +620,9 @@ class Engine(Dispatcher):
         ``CANCELED`` is returned only once the cancel is committed; that version never fires.
         """
         self._check_open()
+        key = check_key(key)  # before anything changes: the Cancel record must be writable
+        if version is not None and (version.__class__ is bool or not isinstance(version, int)):
+            raise TypeError(f"version must be an int, not {type(version).__name__}")
         timer = self._timers.get(key)
         if timer is None or (version is not None and version != timer.version):
             return CancelResult.NOT_FOUND
@@ -577,7 +630,7 @@ class Engine(Dispatcher):
             self._interrupt(timer, INTERRUPT_CANCEL)
             return CancelResult.CANCEL_REQUESTED
         if timer.state is not PENDING:
-            return CancelResult.ALREADY_DONE
+            return CancelResult.NOT_FOUND if self._forgotten(timer) else CancelResult.ALREADY_DONE
         self._unplace(timer)
         self._finish(timer, CANCELED)
         self._stats.canceled += 1
@@ -587,8 +640,12 @@ class Engine(Dispatcher):
         return CancelResult.CANCELED
 
     def _undo_cancel(self, timer: Timer) -> None:
-        if self._timers.get(timer.key) is timer and timer.state is CANCELED:
-            self._finished.pop(timer.key, None)
+        current = self._timers.get(timer.key)
+        # Retention may have forgotten it already (retention=0): then it comes back too.
+        if timer.state is CANCELED and (current is timer or current is None):
+            if self._finished.get(timer.key) is timer:
+                del self._finished[timer.key]
+            self._timers[timer.key] = timer
             timer.state = PENDING
             self._stats.canceled -= 1
             self._insert(timer)
@@ -598,19 +655,33 @@ class Engine(Dispatcher):
     def get(self, key: str) -> TimerInfo | None:
         """The timer ``key`` as it is now (finished ones until their retention runs out)."""
         timer = self._timers.get(key)
-        return None if timer is None else timer.info()
+        if timer is None or self._forgotten(timer):
+            return None
+        return timer.info()
 
     def timers(
         self, state: TimerState | str | None = None, handler: str | None = None
     ) -> list[TimerInfo]:
         """Every timer known, optionally only those in ``state`` or for ``handler``."""
         wanted = None if state is None else TimerState(state)
+        horizon = self.clock.time() - self.retention
         return [
             timer.info()
             for timer in self._timers.values()
             if (wanted is None or timer.state is wanted)
             and (handler is None or timer.handler == handler)
+            and not self._forgotten(timer, horizon)
         ]
+
+    def _forgotten(self, timer: Timer, horizon: float | None = None) -> bool:
+        """Finished before ``horizon`` (default: now - retention) but not purged yet (no tick
+        or finish since): reads do not see it, as they would not after a restart."""
+        state = timer.state
+        if state is not SUCCEEDED and state is not CANCELED:
+            return False
+        if horizon is None:
+            horizon = self.clock.time() - self.retention
+        return timer.updated_at <= horizon
 
     def stats(self) -> dict[str, Any]:
         """Counts by state, counters since start, lateness (seconds) and journal size."""
@@ -642,13 +713,14 @@ class Engine(Dispatcher):
         It gets a new version (and so a new idempotency key): it is a new run of the work.
         """
         self._check_open()
+        key = check_key(key)
+        now = self.clock.time()
+        due = now if at is None else due_time(now, at, None)
         timer = self._timers.get(key)
         if timer is None:
             raise KeyError(key)
         if timer.state is not DEAD:
             raise EngineError(f"timer {key!r} is {timer.state.value}, not DEAD")
-        now = self.clock.time()
-        due = now if at is None else due_time(now, at, None)
         fresh = Timer(key, self._next_version, timer.handler, due, timer.payload)
         self._next_version += 1
         fresh.packed = timer.packed
@@ -686,14 +758,24 @@ class Engine(Dispatcher):
         assert self.journal is not None
         self._purge_finished(self.clock.time())
         try:
-            result = await self.journal.compact(retention=self.retention, now=self.clock.time())
+            result = await self.journal.compact(
+                retention=self.retention, now=self.clock.time(), max_retained=self.max_retained
+            )
             self._last_compaction = self.clock.time()
             logger.info("compacted %s: %s", self.path, result)
         finally:
             self._compacting = None
+        # What churn committed meanwhile may be over the trigger already: fold it now rather
+        # than at the next commit, so an idle engine is never left with an outsized tail.
+        self._maybe_compact()
 
     def _maybe_compact(self) -> None:
-        """Compaction runs on its own once history outweighs the live timers (bounded file)."""
+        """Compaction runs on its own once history outweighs the live timers (bounded file).
+
+        ``_timers`` holds the live and DEAD timers plus the retention window (purged as timers
+        finish), which is what the snapshot will hold: the file stays within about three times
+        that, however many timers have finished.
+        """
         journal = self.journal
         if journal is None or self._compacting is not None or self._closing:
             return

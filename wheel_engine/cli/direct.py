@@ -103,7 +103,9 @@ def row_fields(row: TimerRow) -> dict[str, Any]:
 
 async def schedule(path: str, request: ScheduleRequest) -> tuple[dict[str, Any], list[str]]:
     """Write the schedule; returns the resulting timer and remarks for the user."""
-    packed = encode_payload(request.payload, MAX_PAYLOAD_BYTES)
+    packed = (
+        None if request.payload is None else encode_payload(request.payload, MAX_PAYLOAD_BYTES)[0]
+    )
     async with _writable(path) as (journal, recovered):
         timers = recovered.timers
         notes = []
