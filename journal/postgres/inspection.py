@@ -48,11 +48,12 @@ _EDGES: Final = (
     f"WITH n AS (SELECT {DB_NOW} AS now)"
     " SELECT n.now,"
     "  (SELECT count(*) FROM wheel_timers t WHERE t.state = 0 AND t.due <= n.now),"
-    "  (SELECT row(t.key, t.handler, t.due) FROM wheel_timers t"
-    "    WHERE t.state = 0 AND t.due <= n.now ORDER BY t.due, t.version LIMIT 1),"
-    "  (SELECT row(t.key, t.handler, t.due) FROM wheel_timers t"
-    "    WHERE t.state = 0 AND t.due > n.now ORDER BY t.due, t.version LIMIT 1)"
+    "  o.key, o.handler, o.due, x.key, x.handler, x.due"
     " FROM n"
+    " LEFT JOIN LATERAL (SELECT t.key, t.handler, t.due FROM wheel_timers t"
+    "   WHERE t.state = 0 AND t.due <= n.now ORDER BY t.due, t.version LIMIT 1) o ON true"
+    " LEFT JOIN LATERAL (SELECT t.key, t.handler, t.due FROM wheel_timers t"
+    "   WHERE t.state = 0 AND t.due > n.now ORDER BY t.due, t.version LIMIT 1) x ON true"
 )
 _PARTITIONS: Final = (
     "SELECT partition, owner, epoch, lease_until, acquired_at FROM wheel_partitions"
@@ -122,15 +123,15 @@ def handler_counts_sync(conn: Connection[Any]) -> dict[str, dict[TimerState, int
     return dict(sorted(counts.items()))
 
 
-def _edge(value: Any) -> tuple[str, str, float] | None:
-    return None if value is None else (str(value[0]), str(value[1]), float(value[2]))
+def _edge(key: str | None, handler: str, due: float) -> tuple[str, str, float] | None:
+    return None if key is None else (key, handler, due)
 
 
 def due_edges_sync(conn: Connection[Any]) -> DueEdges:
     """Overdue pending timers (count and oldest) and the next one due, by the DB's clock."""
     row = conn.execute(_EDGES).fetchone()
     assert row is not None  # a SELECT from a one-row CTE returns one row
-    return DueEdges(float(row[0]), int(row[1]), _edge(row[2]), _edge(row[3]))
+    return DueEdges(float(row[0]), int(row[1]), _edge(*row[2:5]), _edge(*row[5:8]))
 
 
 def partitions_sync(conn: Connection[Any]) -> list[PartitionRow]:

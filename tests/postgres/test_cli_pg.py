@@ -53,7 +53,7 @@ async def journal_with_every_state(url: str) -> PostgresStore:
             req("dead:bad", "bad", now - 4, {"order": "B2"}),
             req("run:1", "slow", now - 3),
             req("gone:1", "ok", now + 3600),
-            req("late:1", "ok", now - 30, {"order": "L1"}),
+            req("late:1", "ok", now - 30, {"order": "L1"}),  # the oldest overdue
             req("later:1", "ok", now + 3600, {"order": "C3"}),
             req("mail:1", "mail", now + 7200, {"to": "ann"}),
         ]
