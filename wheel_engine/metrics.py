@@ -23,19 +23,27 @@ What is exported (``wheel_engine_`` prefix):
 
 Gauges and counters are read from :meth:`Engine.stats` when Prometheus scrapes: nothing is done
 per timer for them. The per-handler histograms cost one observation per event they count
-(``fired`` and the end of each attempt), on the loop.
+(``fired`` and the end of each attempt), on the loop: about 0.45 us per event on top of the
+event itself (0.3 us), measured with ``python -m timeit`` on an ``EventBus`` driven directly.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable, Iterator
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 try:
     from prometheus_client import REGISTRY, CollectorRegistry, Histogram
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        Metric,
+    )
+    from prometheus_client.utils import floatToGoString
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
         "wheel_engine.metrics needs prometheus_client, which is an optional extra: "
@@ -117,6 +125,9 @@ COMMIT_SECONDS_BUCKETS = (
 
 H = TypeVar("H", bound=Callable[..., Any])
 
+#: How prometheus_client writes a bucket's ``le`` (typed here: the library's function is not).
+_le_label: Callable[[float], str] = floatToGoString
+
 #: Where events come from: ``Engine.on_event``, or an ``EventBus.subscribe`` in tests.
 Subscribe = Callable[[Subscriber], Callable[[], None]]
 
@@ -180,6 +191,51 @@ class _StatsCollector:
             yield CounterMetricFamily(f"{p}_{name}", doc, value=float(stats.get(key, 0) or 0))
 
 
+class _LoopHistogram:
+    """A histogram by label values, observed on the loop thread without a lock, exported when
+    Prometheus scrapes (a collector, like ``_StatsCollector``).
+
+    Why not ``prometheus_client.Histogram``: its ``observe`` takes a lock and scans the buckets
+    in Python: 0.95 us per event measured, against 0.45 us for this one (a dict lookup, a bisect
+    and two additions), on a firing that costs the engine ~1.5 us. Guaranteed: each scrape's
+    buckets are consistent (the count is the +Inf bucket); not guaranteed: its ``_sum`` may
+    include an observation made while the scrape was reading the buckets, or miss it.
+    """
+
+    def __init__(
+        self, name: str, doc: str, labelnames: Sequence[str], buckets: Sequence[float]
+    ) -> None:
+        self.name = name
+        self.doc = doc
+        self.labelnames = list(labelnames)
+        self._bounds = tuple(float(bound) for bound in buckets)
+        self._les = [_le_label(bound) for bound in self._bounds]
+        #: label values -> one count per bucket (the last one: above every bound), then the sum
+        self._series: dict[tuple[str, ...], list[float]] = {}
+
+    def observe(self, labels: tuple[str, ...], value: float) -> None:
+        series = self._series.get(labels)
+        if series is None:
+            series = self._series[labels] = [0.0] * (len(self._bounds) + 2)
+        series[bisect_left(self._bounds, value)] += 1  # the first bucket whose le >= value
+        series[-1] += value
+
+    def describe(self) -> list[Metric]:
+        return [HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)]
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)
+        for labels, series in list(self._series.items()):  # one C call: atomic under the GIL
+            counts = list(series)
+            cumulative = 0.0
+            buckets: list[tuple[str, float]] = []
+            for le, count in zip([*self._les, "+Inf"], counts[:-1], strict=True):
+                cumulative += count
+                buckets.append((le, cumulative))
+            family.add_metric(list(labels), buckets, counts[-1])
+        yield family
+
+
 class EngineMetrics:
     """The metrics of one engine. Made by :func:`instrument`; ``unregister()`` undoes it.
 
@@ -212,23 +268,20 @@ class EngineMetrics:
             buckets=COMMIT_SECONDS_BUCKETS,
             registry=registry,
         )
-        self.firing_lateness = Histogram(
+        self.firing_lateness = _LoopHistogram(
             f"{prefix}_firing_lateness_seconds",
             "Seconds from a timer's due time to the start of its attempt.",
             ["handler"],
-            buckets=LATENESS_BUCKETS,
-            registry=registry,
+            LATENESS_BUCKETS,
         )
-        self.handler_seconds = Histogram(
+        self.handler_seconds = _LoopHistogram(
             f"{prefix}_handler_seconds",
             "Seconds an attempt's handler ran, by how the attempt ended.",
             ["handler", "outcome"],
-            buckets=HANDLER_SECONDS_BUCKETS,
-            registry=registry,
+            HANDLER_SECONDS_BUCKETS,
         )
-        # Children by label values: .labels() takes a lock and builds a tuple on every call.
-        self._lateness_by_handler: dict[str, Any] = {}
-        self._seconds_by_outcome: dict[tuple[str, str], Any] = {}
+        registry.register(self.firing_lateness)
+        registry.register(self.handler_seconds)
         self.collector = _StatsCollector(self)
         registry.register(self.collector)
         self.attach_journal()
@@ -264,18 +317,14 @@ class EngineMetrics:
         """The event callback: a firing's lateness, or the run time of an attempt that ended."""
         kind = event.kind
         if kind is EventKind.FIRED:
-            child = self._lateness_by_handler.get(event.handler)
-            if child is None:
-                child = self._lateness_by_handler[event.handler] = self.firing_lateness.labels(
-                    event.handler
-                )
-            child.observe(max(0.0, event.lateness or 0.0))  # never early: 0 is rounding
+            lateness = event.lateness or 0.0
+            # never early: below 0 is the float rounding of a tick
+            self.firing_lateness.observe((event.handler,), lateness if lateness > 0.0 else 0.0)
         elif event.duration is not None and kind in _ATTEMPT_ENDS:
-            labels = (event.handler, kind.value)
-            child = self._seconds_by_outcome.get(labels)
-            if child is None:
-                child = self._seconds_by_outcome[labels] = self.handler_seconds.labels(*labels)
-            child.observe(max(0.0, event.duration))  # a wall clock set back: not negative
+            duration = event.duration  # below 0 only if the wall clock was set back meanwhile
+            self.handler_seconds.observe(
+                (event.handler, kind.value), duration if duration > 0.0 else 0.0
+            )
 
     def timed(self, fn: H) -> H:
         """Deprecated, and returns ``fn`` unchanged: every handler is measured through the
