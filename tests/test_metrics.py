@@ -1,4 +1,5 @@
-"""wheel_engine.metrics: gauges and counters from stats(), commit histograms, timed handlers."""
+"""wheel_engine.metrics: gauges and counters from stats(), commit histograms, and the lateness and
+handler-duration histograms fed by events (driven here through an EventBus of the test's own)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from wheel_engine import Engine, Firing, PermanentError, RetryPolicy
-from wheel_engine.metrics import instrument
+from wheel_engine.events import EventBus
+from wheel_engine.metrics import LATENESS_BUCKETS, EngineMetrics, instrument
 from wheel_engine.testing import VirtualClock
+from wheel_engine.timer import Timer
+
+needs_events = pytest.mark.skipif(
+    not hasattr(Engine, "on_event"), reason="Engine.on_event is not wired into this engine yet"
+)
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
@@ -25,12 +32,10 @@ async def test_gauges_and_counters_follow_the_engine(tmp_path: Path) -> None:
     metrics = instrument(engine, registry)  # before start: hooked at the first scrape
 
     @engine.handler("ok")
-    @metrics.timed
     async def ok(firing: Firing) -> None:
         pass
 
     @engine.handler("bad", retry=RetryPolicy(max_attempts=2, initial=1.0, jitter=False))
-    @metrics.timed
     def bad(firing: Firing) -> None:
         raise PermanentError("no") if firing.payload == "perm" else ValueError("flaky")
 
@@ -52,12 +57,8 @@ async def test_gauges_and_counters_follow_the_engine(tmp_path: Path) -> None:
         assert value(registry, "wheel_engine_retried_total") == 1
         assert value(registry, "wheel_engine_dead_total") == 2
         assert value(registry, "wheel_engine_unhandled_timers") == 0
-        assert value(registry, "wheel_engine_lateness_seconds", quantile="0.99") is not None
-
-        # Per-handler histograms from the timed wrapper.
-        assert value(registry, "wheel_engine_firing_lateness_seconds_count", handler="ok") == 2
-        assert value(registry, "wheel_engine_handler_seconds_count", handler="bad", outcome="error")
-        assert value(registry, "wheel_engine_handler_seconds_count", handler="ok", outcome="ok")
+        assert value(registry, "wheel_engine_lateness_max_seconds") is not None
+        assert value(registry, "wheel_engine_lateness_seconds", quantile="0.99") is None
 
         await engine.redrive("d")
         assert value(registry, "wheel_engine_redriven_total") == 1
@@ -71,6 +72,8 @@ async def test_gauges_and_counters_follow_the_engine(tmp_path: Path) -> None:
     text = generate_latest(registry).decode()
     assert "# TYPE wheel_engine_fired_total counter" in text
     assert "# TYPE wheel_engine_journal_commit_seconds histogram" in text
+    assert "# TYPE wheel_engine_firing_lateness_seconds histogram" in text
+    assert "quantile=" not in text  # histograms aggregate across processes; quantile gauges do not
     metrics.unregister()
     assert value(registry, "wheel_engine_fired_total") is None
 
@@ -113,3 +116,123 @@ def test_clear_error_without_prometheus_client() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert "pip install 'wheel-engine[metrics]'" in done.stdout
+
+
+def bus_metrics(registry: CollectorRegistry) -> tuple[EventBus, EngineMetrics]:
+    bus = EventBus()
+    engine = Engine(None, clock=VirtualClock())
+    return bus, EngineMetrics(engine, registry, subscribe=bus.subscribe)
+
+
+def fired(bus: EventBus, handler: str, due: float, at: float, attempts: int = 1) -> Timer:
+    timer = Timer("k", 1, handler, due, None)
+    timer.attempts = attempts
+    bus.fired(timer, at)
+    return timer
+
+
+def test_lateness_is_a_histogram_per_handler() -> None:
+    registry = CollectorRegistry()
+    bus, metrics = bus_metrics(registry)
+    fired(bus, "a", 100.0, 100.0004)  # in the first bucket (0.5 ms)
+    fired(bus, "a", 100.0, 100.3)
+    fired(bus, "a", 100.0, 175.0)  # past the last bound: +Inf only
+    fired(bus, "b", 100.0, 100.002)
+    fired(bus, "b", 100.0, 99.9999)  # float rounding of a tick: counted as 0, never negative
+    lateness = "wheel_engine_firing_lateness_seconds"
+    assert value(registry, f"{lateness}_count", handler="a") == 3
+    assert value(registry, f"{lateness}_bucket", handler="a", le="0.0005") == 1
+    assert value(registry, f"{lateness}_bucket", handler="a", le="0.5") == 2
+    assert value(registry, f"{lateness}_bucket", handler="a", le="60.0") == 2
+    assert value(registry, f"{lateness}_bucket", handler="a", le="+Inf") == 3
+    assert value(registry, f"{lateness}_sum", handler="a") == pytest.approx(75.3004)
+    assert value(registry, f"{lateness}_count", handler="b") == 2
+    assert value(registry, f"{lateness}_sum", handler="b") == pytest.approx(0.002)
+    assert value(registry, f"{lateness}_bucket", handler="b", le="0.0005") == 1
+    bounds = [float(b) for b in LATENESS_BUCKETS]
+    assert bounds == sorted(bounds) and bounds[0] < 0.001 <= bounds[1]  # a tick is resolved
+    metrics.unregister()
+    fired(bus, "a", 100.0, 100.1)
+    assert not bus.active and value(registry, f"{lateness}_count", handler="a") is None
+
+
+def test_handler_seconds_by_outcome_only_for_attempts_that_ran() -> None:
+    registry = CollectorRegistry()
+    bus, _ = bus_metrics(registry)
+    timer = fired(bus, "h", 100.0, 100.0)
+    bus.succeeded(timer, 100.2, 0.2)
+    bus.retry(timer, 101.0, 0.05, 102.0, "ValueError")
+    bus.dead(timer, 103.0, 1.5, "ValueError")
+    bus.dead(timer, 104.0, None, "attempt 3 was interrupted")  # no handler ran: not observed
+    bus.canceled(timer, 105.0, 30.0)
+    bus.canceled(timer, 106.0)  # cancelled while pending: nothing ran
+    bus.scheduled(timer, 107.0)
+    bus.redriven(timer, 108.0)
+    seconds = "wheel_engine_handler_seconds"
+    counts = {
+        outcome: value(registry, f"{seconds}_count", handler="h", outcome=outcome)
+        for outcome in ("succeeded", "retry", "dead", "canceled")
+    }
+    assert counts == {"succeeded": 1, "retry": 1, "dead": 1, "canceled": 1}
+    assert value(registry, f"{seconds}_sum", handler="h", outcome="dead") == 1.5
+    assert value(registry, f"{seconds}_bucket", handler="h", outcome="canceled", le="10.0") == 0
+    assert value(registry, f"{seconds}_bucket", handler="h", outcome="canceled", le="30.0") == 1
+    assert value(registry, "wheel_engine_firing_lateness_seconds_count", handler="h") == 1
+
+
+def test_timed_is_a_deprecated_no_op() -> None:
+    registry = CollectorRegistry()
+    _, metrics = bus_metrics(registry)
+
+    async def handler(firing: Firing) -> None: ...
+
+    with pytest.warns(DeprecationWarning, match="no longer needed"):
+        assert metrics.timed(handler) is handler
+
+
+def test_an_engine_without_events_still_exports_stats() -> None:
+    """``instrument`` on an engine that has no ``on_event``: the stats, no handler histograms."""
+
+    class Bare:
+        journal = None
+
+        def stats(self) -> dict[str, int]:
+            return {"fired": 4}
+
+    registry = CollectorRegistry()
+    instrument(Bare(), registry)  # type: ignore[arg-type]
+    assert value(registry, "wheel_engine_fired_total") == 4
+    assert value(registry, "wheel_engine_firing_lateness_seconds_count", handler="h") is None
+
+
+@needs_events
+async def test_the_engine_feeds_the_histograms(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    engine = Engine(str(tmp_path / "t.db"), clock=clock)
+    registry = CollectorRegistry()
+    metrics = instrument(engine, registry)
+
+    @engine.handler("ok")
+    async def ok(firing: Firing) -> None:
+        await clock.sleep(0.2)
+
+    @engine.handler("bad", retry=RetryPolicy(max_attempts=2, initial=1.0, jitter=False))
+    def bad(firing: Firing) -> None:
+        raise ValueError("flaky")
+
+    async with engine:
+        await engine.schedule("ok", delay=1)
+        await engine.schedule("ok", delay=2)
+        await engine.schedule("bad", delay=1)
+        await clock.advance(5)
+    lateness = "wheel_engine_firing_lateness_seconds_count"
+    assert value(registry, lateness, handler="ok") == 2
+    assert value(registry, lateness, handler="bad") == 2
+    seconds = "wheel_engine_handler_seconds"
+    assert value(registry, f"{seconds}_count", handler="ok", outcome="succeeded") == 2
+    assert value(registry, f"{seconds}_sum", handler="ok", outcome="succeeded") == pytest.approx(
+        0.4
+    )
+    assert value(registry, f"{seconds}_count", handler="bad", outcome="retry") == 1
+    assert value(registry, f"{seconds}_count", handler="bad", outcome="dead") == 1
+    metrics.unregister()

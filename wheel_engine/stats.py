@@ -1,10 +1,42 @@
-"""Counters and a lateness reservoir for ``Engine.stats()``: cheap on the hot path."""
+"""Counters and a lateness reservoir for ``Engine.stats()``, and the project's one percentile.
+
+:func:`percentiles` is the only definition of a percentile in the project: ``stats()``'s
+``lag_p50``/``lag_p99``, the demo's report and the benchmarks' lateness figure all use it, so
+their numbers mean the same thing.
+"""
 
 from __future__ import annotations
 
+import math
 from collections import deque
+from collections.abc import Iterable, Sequence
+
+__all__ = ["LAG_SAMPLES", "Counters", "percentiles"]
 
 LAG_SAMPLES = 10_000  # recent firings kept for the lateness percentiles
+
+
+def percentiles(values: Iterable[float], qs: Sequence[float]) -> list[float]:
+    """The ``q`` quantile of ``values`` for each ``q`` in ``qs`` (0 <= q <= 1), by nearest rank.
+
+    Nearest rank: the smallest value such that at least a fraction ``q`` of the values are less
+    than or equal to it, so a result is always one of the values (never interpolated), p100 is
+    the maximum and p0 the minimum. ``values`` are sorted once for all of ``qs`` (already sorted
+    ones in linear time). NaN for every ``q`` when there are no values. NaN values are not
+    meaningful here; callers leave them out.
+    """
+    ordered = sorted(values)
+    count = len(ordered)
+    results: list[float] = []
+    for q in qs:
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"a quantile is between 0 and 1, not {q!r}")
+        if not count:
+            results.append(math.nan)
+            continue
+        rank = math.ceil(q * count)  # 1-based: how many values are <= the answer
+        results.append(ordered[min(count, max(1, rank)) - 1])
+    return results
 
 
 class Counters:
@@ -26,6 +58,5 @@ class Counters:
         """(p50, p99) of the recent lateness samples, 0.0 when nothing fired yet."""
         if not self.lags:
             return 0.0, 0.0
-        ordered = sorted(self.lags)
-        last = len(ordered) - 1
-        return ordered[last * 50 // 100], ordered[last * 99 // 100]
+        p50, p99 = percentiles(self.lags, (0.50, 0.99))
+        return p50, p99

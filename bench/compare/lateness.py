@@ -21,6 +21,7 @@ from bench.compare.config import Config
 from bench.compare.inmemory import BATCH, offsets
 from bench.compare.measure import Comparison, Contender, Figure, Measure, Metrics
 from bench.compare.subject import HANDLER, engine_missing, new_engine, register
+from wheel_engine.stats import percentiles
 
 #: The figure this module draws: what its comparisons measure.
 FIGURE = Figure(
@@ -30,20 +31,15 @@ FIGURE = Figure(
 CDF_POINTS = [i / 100 for i in range(101)] + [0.995, 0.999, 0.9999]
 
 
-def _quantile(sorted_vals: list[float], q: float) -> float:
-    if not sorted_vals:
-        return float("nan")
-    i = min(len(sorted_vals) - 1, max(0, round(q * (len(sorted_vals) - 1))))
-    return sorted_vals[i]
-
-
 def summarise(lat: list[float], sched_seconds: float, lead: float) -> Metrics:
     s = sorted(lat)
     early = sum(1 for x in s if x < 0)
+    cdf_qs = sorted(CDF_POINTS)
+    p50, p99, p999, *cdf = percentiles(s, [0.50, 0.99, 0.999, *cdf_qs])
     return {
-        "p50": _quantile(s, 0.50),
-        "p99": _quantile(s, 0.99),
-        "p999": _quantile(s, 0.999),
+        "p50": p50,
+        "p99": p99,
+        "p999": p999,
         "max": s[-1],
         "min": s[0],
         "mean": sum(s) / len(s),
@@ -52,7 +48,7 @@ def summarise(lat: list[float], sched_seconds: float, lead: float) -> Metrics:
         "n": len(s),
         "schedule_seconds": sched_seconds,
         "schedule_overran_lead": sched_seconds > lead,
-        "cdf": [[q, _quantile(s, q)] for q in sorted(CDF_POINTS)],
+        "cdf": [[q, v] for q, v in zip(cdf_qs, cdf, strict=True)],
     }
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from wheel_engine.demo.plan import ORDERS_DB, Plan, connect
+from wheel_engine.stats import percentiles
 
-__all__ = ["Outcome", "check", "percentile"]
+__all__ = ["Outcome", "check"]
 
 #: One check: its name, whether it passed, and what was found.
 Check = tuple[str, bool, str]
@@ -68,15 +69,6 @@ _ROWS: dict[str, str] = {
     "fired_span": "SELECT min(fired_at), max(fired_at) FROM firings",
     "t0": "SELECT value FROM meta WHERE name = 't0'",
 }
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q`` quantile (nearest rank) of ``values``; NaN when there are none."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
-    return ordered[index]
 
 
 @dataclass
@@ -155,6 +147,8 @@ def _figures(facts: dict[str, Any]) -> dict[str, Any]:
         per_second[int(fired_at)] = per_second.get(int(fired_at), 0) + 1
     created_span = _span(facts["created_span"])
     t0 = facts["t0"]
+    lateness_p50, lateness_p99 = percentiles(normal, (0.50, 0.99))
+    schedule_p50, schedule_p99 = percentiles(sched, (0.50, 0.99))
     return {
         "orders": facts["orders"],
         "paid": status.get("PAID", 0),
@@ -167,14 +161,14 @@ def _figures(facts: dict[str, Any]) -> dict[str, Any]:
         "timers_fired": len(facts["firsts"]),
         "fired_twice_absorbed": facts["fired_twice"],
         "fired_on_paid_order_absorbed": facts["fired_after_paid"],
-        "lateness_p50_ms": percentile(normal, 0.50) * 1000,
-        "lateness_p99_ms": percentile(normal, 0.99) * 1000,
+        "lateness_p50_ms": lateness_p50 * 1000,
+        "lateness_p99_ms": lateness_p99 * 1000,
         "lateness_max_ms": max(normal, default=math.nan) * 1000,
         "due_during_outage": len(after_outage),
         "outage_lateness_max_ms": max(after_outage, default=math.nan) * 1000,
         "outage_seconds": _outage_seconds(workers),
-        "schedule_commit_p50_ms": percentile(sched, 0.50) * 1000,
-        "schedule_commit_p99_ms": percentile(sched, 0.99) * 1000,
+        "schedule_commit_p50_ms": schedule_p50 * 1000,
+        "schedule_commit_p99_ms": schedule_p99 * 1000,
         "orders_created_per_second": (facts["orders"] / created_span if created_span else math.nan),
         "peak_firings_per_second": max(per_second.values(), default=0),
         "firing_span_seconds": _span(facts["fired_span"]),
