@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 LAG_SAMPLES = 10_000  # recent firings kept for the lateness percentiles
 
@@ -29,3 +30,18 @@ class Counters:
         ordered = sorted(self.lags)
         last = len(ordered) - 1
         return ordered[last * 50 // 100], ordered[last * 99 // 100]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters and lateness figures, under ``Engine.stats()``'s names."""
+        p50, p99 = self.lag_percentiles()
+        return {
+            "fired": self.fired,
+            "succeeded": self.succeeded,
+            "retried": self.retried,
+            "canceled": self.canceled,
+            "dead_total": self.dead,
+            "redriven": self.redriven,
+            "lag_p50": p50,
+            "lag_p99": p99,
+            "lag_max": self.lag_max,
+        }
