@@ -36,7 +36,7 @@ class Outcomes:
         arm: Callable[[], None],
         max_error_bytes: int,
     ) -> None:
-        self.handlers = table.handlers
+        self._handlers = table.handlers
         self._table = table
         self._commits = commits
         self._stats = stats
@@ -65,7 +65,7 @@ class Outcomes:
             if current:
                 self._table.finish(timer, CANCELED, now)
             return
-        spec = self.handlers.get(timer.handler)
+        spec = self._handlers.get(timer.handler)
         if interrupt == INTERRUPT_TIMEOUT and spec is not None:
             message = f"timed out after {spec.timeout} s"
         else:

@@ -80,7 +80,9 @@ class Starter:
         self._inline_starting = False  # a group of plain handlers is committing or running
         self._start_soon = False  # a start_queued callback is scheduled
         self._attempt_commits = 0  # groups whose attempts are being committed
-        self.pool = WorkerPool(self, outcomes, stats, clock, max_concurrency=max_concurrency)
+        self.pool = WorkerPool(
+            self, outcomes, table.handlers, stats, clock, max_concurrency=max_concurrency
+        )
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

@@ -57,6 +57,7 @@ class WorkerPool:
         self,
         starter: Starter,
         outcomes: Outcomes,
+        handlers: dict[str, HandlerSpec],
         stats: Counters,
         clock: Clock,
         *,
@@ -65,7 +66,7 @@ class WorkerPool:
         self.tasks: set[asyncio.Task[None]] = set()
         self.threads: set[asyncio.Future[Any]] = set()
         self._starter = starter
-        self._handlers: dict[str, HandlerSpec] = outcomes.handlers
+        self._handlers = handlers
         self._outcomes = outcomes
         self._stats = stats
         self._clock = clock
