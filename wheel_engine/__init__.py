@@ -7,6 +7,7 @@ is rebuilt and fires at least once into an idempotent handler. See ``docs/contra
 
 import logging
 
+from wheel_engine._build import compiled as _compiled
 from wheel_engine.engine import Engine
 from wheel_engine.errors import (
     DuplicateKey,
@@ -21,6 +22,7 @@ from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
 from wheel_engine.retry import RetryPolicy
 
 __all__ = [
+    "COMPILED",
     "CancelResult",
     "DuplicateKey",
     "Engine",
@@ -36,6 +38,10 @@ __all__ = [
     "UnknownHandler",
 ]
 __version__ = "0.1.0"
+
+#: True when this process runs the compiled core: every module listed in
+#: ``wheel_engine/_build.py`` was imported from its mypyc extension. False for pure Python.
+COMPILED: bool = _compiled()
 
 # A library never configures logging: without this, Python's last-resort handler would print
 # our warnings to stderr in applications that chose to configure none.

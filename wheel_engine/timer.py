@@ -96,7 +96,7 @@ class Timer(WheelEntry["Timer"]):
         self.packed: bytes | None = None
 
     @property
-    def item(self) -> Timer:  # type: ignore[override]
+    def item(self) -> Timer:
         """The wheel hands out ``entry.item``: for a timer that is the timer itself. A property,
         not a stored self-reference, so a finished timer is freed by reference counting instead
         of waiting for the cyclic collector."""

@@ -327,7 +327,7 @@ def write_outputs(
     written = [out / "results.json", out / "results.md"]
     failed = False
     if plots:
-        drawn, failed = _draw_plots(results.series, out, results.machine)
+        drawn, failed = _draw_plots(results, out)
         written += drawn
     if docs is not None:
         try:
@@ -338,18 +338,18 @@ def write_outputs(
     return written, failed
 
 
-def _draw_plots(
-    series: dict[str, Any], out: Path, machine: dict[str, Any]
-) -> tuple[list[Path], bool]:
+def _draw_plots(results: Results, out: Path) -> tuple[list[Path], bool]:
+    """A PNG per figure (:mod:`bench.compare.plots`); a plot that fails is said on stderr."""
     from bench.compare import plots
 
     why = plots.matplotlib_missing()
     if why:
         print(f"plots: skipped: {why}")
         return [], False
+    machine = results.machine
     subtitle = f"{machine['nproc']} CPUs, {machine['cpu']}, Python {machine['python']}"
     try:
-        return plots.draw(series, out, subtitle), False
+        return plots.draw(results.comparisons, results.series, out, subtitle), False
     except Exception:
         print("plots failed:", file=sys.stderr)
         traceback.print_exc()

@@ -14,12 +14,15 @@ from typing import Any
 import psycopg
 
 from journal.errors import JournalError
-from journal.postgres import reads, writes
+from journal.postgres import inspection, reads, writes
+from journal.postgres.checking import CheckReport, check_sync
 from journal.postgres.errors import describe, translated
+from journal.postgres.inspection import DueEdges, NodeRow, PartitionRow
 from journal.postgres.reads import Summary
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import read_partitions_sync
 from journal.postgres.writes import CancelOutcome, Requests, Scheduled, ScheduleRequest
+from journal.state import TimerState
 
 __all__ = ["PostgresClient"]
 
@@ -60,9 +63,50 @@ class PostgresClient(Requests):
         with translated(self.where, "reading a timer"):
             return reads.lookup_sync(self._conn, key)
 
-    def listing(self, *, state: str | None = None, limit: int = 100) -> list[StoredTimer]:
+    def listing(
+        self, *, state: str | None = None, handler: str | None = None, limit: int | None = 100
+    ) -> list[StoredTimer]:
+        """Up to ``limit`` (None: all) timers in (due, version) order."""
         with translated(self.where, "listing timers"):
-            return reads.listing_sync(self._conn, state=state, limit=limit)
+            return inspection.listing_sync(self._conn, state=state, handler=handler, limit=limit)
+
+    def count(self, *, state: str | None = None, handler: str | None = None) -> int:
+        with translated(self.where, "counting timers"):
+            return inspection.count_sync(self._conn, state=state, handler=handler)
+
+    def handler_counts(self) -> dict[str, dict[TimerState, int]]:
+        with translated(self.where, "counting timers by handler"):
+            return inspection.handler_counts_sync(self._conn)
+
+    def due_edges(self) -> DueEdges:
+        with translated(self.where, "reading due times"):
+            return inspection.due_edges_sync(self._conn)
+
+    def partition_table(self) -> list[PartitionRow]:
+        with translated(self.where, "reading the partitions"):
+            return inspection.partitions_sync(self._conn)
+
+    def nodes(self) -> list[NodeRow]:
+        with translated(self.where, "reading the nodes"):
+            return inspection.nodes_sync(self._conn)
+
+    def last_version(self) -> int:
+        with translated(self.where, "reading the version sequence"):
+            return inspection.last_version_sync(self._conn)
+
+    def schema_version(self) -> int:
+        with translated(self.where, "reading the schema version"):
+            return inspection.schema_version_sync(self._conn)
+
+    def db_now(self) -> float:
+        """The database's clock: the one that decides whether a timer is due."""
+        with translated(self.where, "reading the clock"):
+            return inspection.db_now_sync(self._conn)
+
+    def check(self) -> CheckReport:
+        """See :mod:`journal.postgres.checking`; read-only."""
+        with translated(self.where, "checking"):
+            return check_sync(self._conn, self._partitions)
 
     def summary(self) -> Summary:
         with translated(self.where, "reading the summary"):
@@ -76,9 +120,11 @@ class PostgresClient(Requests):
         with translated(self.where, "cancelling"):
             return writes.cancel_sync(self._conn, key, version)
 
-    def redrive(self, key: str, *, at: float | None = None) -> StoredTimer | None:
+    def redrive(
+        self, key: str, *, at: float | None = None, version: int | None = None
+    ) -> StoredTimer | None:
         with translated(self.where, "redriving"):
-            return writes.redrive_sync(self._conn, key, at=at)
+            return writes.redrive_sync(self._conn, key, at=at, version=version)
 
     def close(self) -> None:
         self._conn.close()

@@ -30,7 +30,8 @@ _SUMMARY: Final = (
     "   (SELECT owner, count(*) AS n FROM wheel_partitions"
     f"    WHERE owner IS NOT NULL AND lease_until > {DB_NOW} GROUP BY owner) o),"
     f" (SELECT count(*) FROM wheel_nodes WHERE alive_until > {DB_NOW}),"
-    " (SELECT last_value FROM wheel_version_seq),"
+    # A fresh sequence shows last_value 1 before its first nextval: is_called tells them apart.
+    " (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM wheel_version_seq),"
     " (SELECT count(*) FROM wheel_partitions)"
 )
 

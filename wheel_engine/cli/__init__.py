@@ -4,6 +4,9 @@ Reading commands (``status``, ``list``, ``show``, ``check``) open the journal re
 while an engine runs on it. Writing commands (``compact``, ``redrive``) take the journal's lock
 and refuse while an engine holds it. Every command takes ``--json`` for scripts.
 
+DB may also be a ``postgresql://`` URL: those commands read and write the PostgreSQL journal
+directly (:mod:`wheel_engine.cli.pg`), and never print the URL's password.
+
 Exit codes: 0 ok; 1 the command ran and found a problem (``check`` failed, no such timer);
 2 bad arguments; 3 the journal could not be read (missing, not a journal, damaged);
 4 the journal is locked by a running engine; 130 interrupted.
@@ -40,13 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", default=False, help=argparse.SUPPRESS)
     parser.add_argument("-v", "--verbose", action="store_true", help="log INFO to stderr")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
-    from wheel_engine import __version__
+    from wheel_engine import COMPILED, __version__
 
-    parser.add_argument("--version", action="version", version=f"wheel-engine {__version__}")
+    version = f"wheel-engine {__version__} ({'compiled' if COMPILED else 'pure Python'})"
+    parser.add_argument("--version", action="version", version=version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def db(p: argparse.ArgumentParser) -> None:
-        p.add_argument("db", metavar="DB", help="the journal file (SQLite)")
+        p.add_argument("db", metavar="DB", help="the journal file (SQLite) or a postgresql:// URL")
 
     p = sub.add_parser(
         "status",
@@ -167,6 +171,14 @@ def _commands() -> dict[str, Command]:
     }
 
 
+def _command_for(args: argparse.Namespace) -> Command:
+    """The command to run: a DB given as a ``postgresql://`` URL goes to ``cli.pg``."""
+    from wheel_engine.cli import pg
+
+    routed: Command | None = pg.command_for(args)
+    return routed if routed is not None else _commands()[args.command]
+
+
 def _configure_logging(verbose: bool) -> Callable[[], None]:
     """Log this package's and the journal's warnings (INFO with -v) to stderr, for this run only."""
     handler = logging.StreamHandler(sys.stderr)
@@ -209,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Output(json_mode=bool(getattr(args, "json", False)))
     undo_logging = _configure_logging(args.verbose)
     try:
-        result = _commands()[args.command](args, out)
+        result = _command_for(args)(args, out)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
         return int(result)  # type: ignore[arg-type]

@@ -36,7 +36,15 @@ from wheel_engine.cli.output import (
     fmt_time,
 )
 
-__all__ = ["cmd_check", "cmd_list", "cmd_show", "cmd_status"]
+__all__ = [
+    "cmd_check",
+    "cmd_list",
+    "cmd_show",
+    "cmd_status",
+    "print_handlers",
+    "print_listing",
+    "timer_pairs",
+]
 
 STATES = tuple(state.value for state in TimerState)  # the journal's, in its order
 
@@ -158,14 +166,19 @@ async def cmd_status(args: argparse.Namespace, out: Output) -> int:
         names = ", ".join(data["unhandled_handlers"]) or "-"
         pairs.append(("unhandled", f"{len(unhandled)} (handlers: {names})"))
     out.fields(pairs, title=f"wheel-engine journal {args.db}")
-    if by_handler:
+    print_handlers(out, data["handlers"])
+    return EXIT_OK
+
+
+def print_handlers(out: Output, handlers: dict[str, dict[str, int]]) -> None:
+    """``status``'s table of timers by handler and state (nothing when there are none)."""
+    if handlers:
         out.line()
         out.table(
             ["handler", *[s.lower() for s in STATES]],
-            [[name, *[counts[s] for s in STATES]] for name, counts in data["handlers"].items()],
+            [[name, *[counts[s] for s in STATES]] for name, counts in handlers.items()],
             right=[s.lower() for s in STATES],
         )
-    return EXIT_OK
 
 
 async def cmd_list(args: argparse.Namespace, out: Output) -> int:
@@ -187,6 +200,11 @@ async def cmd_list(args: argparse.Namespace, out: Output) -> int:
     if limit:
         rows = rows[:limit]
     items = [row_to_dict(r, now=now) for r in rows]
+    return print_listing(out, items, total, now)
+
+
+def print_listing(out: Output, items: list[dict[str, Any]], total: int, now: float) -> int:
+    """``list``'s output (also for a PostgreSQL journal): ``items`` of ``total`` matches."""
     if out.json_mode:
         out.json({"total": total, "shown": len(items), "timers": items})
         return EXIT_OK
@@ -262,18 +280,7 @@ async def cmd_show(args: argparse.Namespace, out: Output) -> int:
     if row is None:
         out.line(f"{args.key}: no live state (compacted away); its remaining history:")
     else:
-        pairs: list[tuple[str, Any]] = []
-        for name, value in data.items():
-            if name in ("history", "due_utc", "overdue_seconds"):
-                continue
-            if name == "due":
-                value = f"{fmt_time(value)} ({fmt_age(value, now)})"
-            elif name in ("first_attempt_at", "updated_at") and value is not None:
-                value = fmt_time(value)
-            elif name == "payload":
-                value = fmt_json(value)
-            pairs.append((name, value))
-        out.fields(pairs, title=f"timer {args.key}")
+        out.fields(timer_pairs(data, now), title=f"timer {args.key}")
     if data["history"]:
         out.line()
         out.table(
@@ -295,6 +302,22 @@ async def cmd_show(args: argparse.Namespace, out: Output) -> int:
             right=["seq"],
         )
     return EXIT_OK
+
+
+def timer_pairs(data: dict[str, Any], now: float) -> list[tuple[str, Any]]:
+    """``show``'s ``name: value`` lines for a timer's fields (also for PostgreSQL)."""
+    pairs: list[tuple[str, Any]] = []
+    for name, value in data.items():
+        if name in ("history", "due_utc", "overdue_seconds"):
+            continue
+        if name == "due":
+            value = f"{fmt_time(value)} ({fmt_age(value, now)})"
+        elif name in ("first_attempt_at", "updated_at") and value is not None:
+            value = fmt_time(value)
+        elif name == "payload":
+            value = fmt_json(value)
+        pairs.append((name, value))
+    return pairs
 
 
 def _fmt_field(name: str, value: Any) -> str:

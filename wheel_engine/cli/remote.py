@@ -66,7 +66,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "and writes the schedule (it fires at the next start); exits 4 while an engine "
         "without the socket runs.",
     )
-    p.add_argument("db", metavar="DB", help="the journal file (SQLite)")
+    p.add_argument("db", metavar="DB", help="the journal file (SQLite) or a postgresql:// URL")
     p.add_argument("handler", metavar="HANDLER", help="the handler's registered name")
     p.add_argument("--at", metavar="WHEN", help="epoch seconds or ISO 8601 with a zone")
     p.add_argument("--delay", metavar="SECONDS", help="seconds from now (>= 0)")
@@ -85,7 +85,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         description="Cancel the timer KEY (only if --version is its live version, when given). "
         "Exits 1 if there is no such timer or version (NOT_FOUND).",
     )
-    p.add_argument("db", metavar="DB", help="the journal file (SQLite)")
+    p.add_argument("db", metavar="DB", help="the journal file (SQLite) or a postgresql:// URL")
     p.add_argument("key", metavar="KEY")
     p.add_argument("--version", metavar="V", dest="timer_version", help="the live version only")
 
@@ -251,6 +251,13 @@ def cmd_cancel(args: argparse.Namespace, out: Output) -> int:
     else:
         outcome, timer = asyncio.run(direct.cancel(args.db, key, version))
         result, via = outcome.value, "journal"
+    return report_cancel(out, key, result, timer, via)
+
+
+def report_cancel(
+    out: Output, key: str, result: str, timer: dict[str, Any] | None, via: str
+) -> int:
+    """``cancel``'s output and exit code (also for a PostgreSQL journal)."""
     data = {"key": key, "result": result, "timer": _view(timer), "via": via}
     if out.json_mode:
         out.json(data)

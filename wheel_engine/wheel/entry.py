@@ -30,14 +30,22 @@ class WheelEntry(Generic[T]):
     :data:`DETACHED`. Entries compare and hash by identity.
     """
 
-    __slots__ = ("item", "seq", "slot", "tick", "where")
+    __slots__ = ("_item", "seq", "slot", "tick", "where")
 
     def __init__(self, tick: int, seq: int, item: T) -> None:
         self.tick = tick
         self.seq = seq
-        self.item = item
+        self._item = item
         self.where = DETACHED
         self.slot = 0
+
+    @property
+    def item(self) -> T:
+        """The inserted item. A property, not an attribute, so that a subclass can override it
+        (``Timer.item`` is the timer itself): compiled code reads an attribute of a native
+        class from its slot, bypassing a subclass's property, but calls an overridden property.
+        """
+        return self._item
 
     @property
     def active(self) -> bool:

@@ -1,0 +1,114 @@
+"""Build hook: compile the modules listed in ``wheel_engine/_build.py`` with mypyc, or don't.
+
+Everything else about the distribution is in ``pyproject.toml``; this file only adds the
+extension modules. The build is pure Python (the same ``.py`` files, no extension) when
+
+* ``WHEEL_ENGINE_PURE=1`` is set (for debugging, and for CI's second pass), or
+* mypy (which ships mypyc) cannot be imported (a ``--no-build-isolation`` build without it), or
+* no working C compiler with this interpreter's headers is found (probed by compiling a file
+  that includes ``Python.h``).
+
+Otherwise mypyc compiles, one shared library per package (``wheel_engine/_native__mypyc...so``,
+``journal/_native__mypyc...so``) and one small extension per module next to its ``.py``, so a
+wheel and an editable install (``pip install -e .``, which copies them into the source tree)
+both find them. A type error mypyc reports or a C compiler error is not a reason to fall back:
+the build fails, so a broken compiled core is never shipped as a silent pure one.
+
+Every build first deletes the extension modules a previous build left in the source tree:
+Python imports an extension in preference to the ``.py`` beside it, so a stale one would shadow
+the pure build, or a module taken off the list.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from setuptools import setup
+
+HERE = Path(__file__).resolve().parent
+
+
+def load_build_list() -> ModuleType:
+    """``wheel_engine/_build.py`` executed alone: importing ``wheel_engine`` needs its
+    dependencies, which a build environment does not have."""
+    spec = importlib.util.spec_from_file_location(
+        "_wheel_engine_build", HERE / "wheel_engine" / "_build.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def remove_old_extensions(packages: list[str], root: Path = HERE) -> list[Path]:
+    """Delete every extension module under the packages' source directories; return them."""
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    removed = []
+    for package in packages:
+        for path in (root / package).rglob("*"):
+            if path.name.endswith(suffixes):
+                path.unlink()
+                removed.append(path)
+    return removed
+
+
+def why_pure() -> str | None:
+    """The reason to build pure Python, or None to compile."""
+    if os.environ.get("WHEEL_ENGINE_PURE", "") not in ("", "0"):
+        return "WHEEL_ENGINE_PURE is set"
+    if importlib.util.find_spec("mypyc") is None:
+        return "mypy (mypyc) is not installed"
+    return compiler_problem()
+
+
+def compiler_problem() -> str | None:
+    """None when a C compiler builds a file including ``Python.h``, else what went wrong."""
+    from setuptools._distutils.ccompiler import new_compiler
+    from setuptools._distutils.sysconfig import customize_compiler, get_python_inc
+
+    compiler: Any = new_compiler()
+    customize_compiler(compiler)
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "probe.c"
+        probe.write_text("#include <Python.h>\nint probe(void) { return 0; }\n")
+        try:
+            compiler.compile([str(probe)], output_dir=tmp, include_dirs=[get_python_inc()])
+        except Exception as exc:  # a probe: any failure means no working compiler
+            return f"no working C compiler ({exc})"
+    return None
+
+
+def compiled_extensions(build: ModuleType) -> list[Any]:
+    """The mypyc extensions: the listed modules, one shared library per package."""
+    from mypyc.build import mypycify
+
+    sources = [
+        str(build.source_path(name, HERE).relative_to(HERE)) for name in build.COMPILED_MODULES
+    ]
+    groups = [
+        ([str(Path(p).relative_to(HERE)) for p in files], name)
+        for files, name in build.groups(HERE)
+    ]
+    return mypycify(sources, only_compile_paths=sources, separate=groups, opt_level="3")
+
+
+def extensions() -> list[Any]:
+    build = load_build_list()
+    remove_old_extensions(build.packages())
+    reason = why_pure()
+    if reason is not None:
+        print(f"wheel-engine: building pure Python: {reason}", file=sys.stderr)
+        return []
+    print("wheel-engine: compiling the core with mypyc", file=sys.stderr)
+    return compiled_extensions(build)
+
+
+if __name__ == "__main__":  # setuptools runs this file as __main__; tests import it
+    setup(ext_modules=extensions())

@@ -1,0 +1,178 @@
+"""The compiled core and its pure-Python fallback (``setup.py``, ``wheel_engine/_build.py``).
+
+The rest of the suite is the same on both builds; CI runs it on each (``.ci/run``). These tests
+check that the build that runs is the one named: ``wheel_engine.COMPILED``, ``--version``, the
+extension modules inside their packages, none older than its source, and that a build without
+a C compiler or with ``WHEEL_ENGINE_PURE=1`` is pure. ``WHEEL_ENGINE_EXPECT_BUILD`` (``compiled``
+or ``pure``), set by CI, says which build this run must be.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import wheel_engine
+from wheel_engine import _build
+from wheel_engine.cli import build_parser
+from wheel_engine.timer import Timer
+from wheel_engine.wheel import TimingWheel
+
+ROOT = Path(__file__).resolve().parents[1]
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def load_setup() -> ModuleType:
+    """``setup.py`` as a module: its ``setup()`` call only runs as ``__main__``."""
+    spec = importlib.util.spec_from_file_location("wheel_engine_setup", ROOT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_listed_module_runs_from_the_same_build() -> None:
+    imported = _build.compiled_modules()
+    assert set(imported) == set(_build.COMPILED_MODULES)
+    # A mix means a partial or stale build: some modules compiled, others not.
+    assert len(set(imported.values())) == 1, imported
+    assert wheel_engine.COMPILED is all(imported.values())
+
+
+def test_the_build_is_the_one_expected() -> None:
+    expected = os.environ.get("WHEEL_ENGINE_EXPECT_BUILD")
+    if not expected:
+        pytest.skip("WHEEL_ENGINE_EXPECT_BUILD is not set (CI sets it)")
+    assert expected in ("compiled", "pure")
+    assert wheel_engine.COMPILED is (expected == "compiled")
+
+
+@pytest.mark.skipif(not wheel_engine.COMPILED, reason="the pure-Python build is running")
+def test_compiled_modules_are_extensions_inside_their_packages() -> None:
+    import wheel_engine.wheel.wheel
+
+    assert wheel_engine.wheel.wheel.__file__ is not None
+    assert wheel_engine.wheel.wheel.__file__.endswith(SUFFIX)
+    for name in _build.COMPILED_MODULES:
+        assert str(sys.modules[name].__file__).endswith(SUFFIX), name
+        # Beside its .py in the package directory (the modules that compiled code imports first
+        # get a __file__ that mypyc derives wrongly, see docs/design.md: look at the files).
+        assert _build.source_path(name).with_suffix(SUFFIX).is_file(), name
+    for package in _build.packages():
+        library = sys.modules[f"{package}.{_build.SHARED_LIBRARY}__mypyc"]
+        package_dir = Path(str(sys.modules[package].__file__)).parent
+        assert (
+            Path(str(library.__file__)) == package_dir / f"{_build.SHARED_LIBRARY}__mypyc{SUFFIX}"
+        )
+
+
+def test_a_timer_comes_out_of_the_wheel_as_itself() -> None:
+    # Timer overrides WheelEntry.item with a property; compiled code reads a base attribute
+    # from its native slot, so with ``item`` an attribute the compiled wheel raised
+    # AttributeError here (WheelEntry.item is a property for that reason).
+    wheel: TimingWheel[Timer] = TimingWheel(now_tick=0)
+    timer = Timer("k", 1, "h", 0.005, None)
+    timer.tick = 5
+    wheel.insert_entry(timer)
+    assert wheel.advance(10) == [timer]
+    assert wheel.insert(3, 2, "plain").item == "plain"
+
+
+def test_no_compiled_module_is_older_than_its_source() -> None:
+    stale = _build.stale_modules()
+    assert not stale, f"rebuild (make, or pip install -e .): {stale} changed since their build"
+
+
+def test_version_names_the_build(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--version"])
+    build = "compiled" if wheel_engine.COMPILED else "pure Python"
+    assert capsys.readouterr().out.strip() == f"wheel-engine {wheel_engine.__version__} ({build})"
+
+
+def test_one_shared_library_per_package_holds_its_modules() -> None:
+    groups = _build.groups()
+    assert [name for _, name in groups] == [f"{p}._native" for p in _build.packages()]
+    assert set(_build.packages()) == {"wheel_engine", "journal"}
+    grouped = [Path(path) for files, _ in groups for path in files]
+    assert sorted(grouped) == sorted(_build.source_path(m) for m in _build.COMPILED_MODULES)
+    for files, name in groups:
+        package = name.partition(".")[0]
+        assert all(Path(path).is_relative_to(ROOT / package) for path in files)
+
+
+def test_the_list_is_read_without_importing_the_package() -> None:
+    # What setup.py and the Makefile do: stdlib only, nothing of the package's dependencies.
+    listed = subprocess.run(
+        [sys.executable, "-I", "wheel_engine/_build.py", "--sources"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert listed == [str(_build.source_path(m).relative_to(ROOT)) for m in _build.COMPILED_MODULES]
+    assert all((ROOT / path).is_file() for path in listed)
+
+
+def test_pure_is_forced_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    setup = load_setup()
+    monkeypatch.setenv("WHEEL_ENGINE_PURE", "1")
+    assert setup.why_pure() == "WHEEL_ENGINE_PURE is set"
+    monkeypatch.setenv("WHEEL_ENGINE_PURE", "0")
+    assert setup.why_pure() != "WHEEL_ENGINE_PURE is set"
+
+
+def test_a_missing_compiler_means_pure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("WHEEL_ENGINE_PURE", raising=False)
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    reason = load_setup().compiler_problem()
+    assert reason is not None and reason.startswith("no working C compiler")
+
+
+def test_every_build_removes_the_extensions_a_previous_one_left(tmp_path: Path) -> None:
+    # An extension shadows the .py beside it: left over, it would hide a pure build's sources.
+    package = tmp_path / "pkg" / "sub"
+    package.mkdir(parents=True)
+    (package / "mod.py").write_text("")
+    old = [package / f"mod{SUFFIX}", tmp_path / "pkg" / f"_native__mypyc{SUFFIX}"]
+    for path in old:
+        path.write_bytes(b"")
+    removed = load_setup().remove_old_extensions(["pkg"], tmp_path)
+    assert sorted(removed) == sorted(old)
+    assert not any(path.exists() for path in old)
+    assert (package / "mod.py").exists()
+
+
+@pytest.mark.slow
+def test_a_build_without_a_c_compiler_is_a_pure_wheel(tmp_path: Path) -> None:
+    # From a copy: a build deletes the extensions in its source tree, this run's among them.
+    source = tmp_path / "src"
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", f"*{SUFFIX}", "bench"
+    )
+    shutil.copytree(ROOT, source, ignore=ignore)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "WHEEL_ENGINE_PURE")}
+    env["CC"] = str(tmp_path / "no-such-cc")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(source)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (wheel,) = tmp_path.glob("wheel_engine-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "wheel_engine/wheel/wheel.py" in names
+    assert "wheel_engine/_build.py" in names
+    assert not [name for name in names if name.endswith(".so")]
