@@ -49,6 +49,8 @@ class Scheduler:
     ) -> None:
         self.next_version = 1  # recovery sets it above the journal's highest
         self._table = table
+        self._timers = table.timers  # the table's own dict, read on every schedule
+        self._insert = table.insert
         self._commits = commits
         self._stats = stats
         self._clock = clock
@@ -62,26 +64,26 @@ class Scheduler:
     def apply(self, request: ScheduleRequest) -> tuple[Timer, Change | None]:
         """Put a validated schedule into memory. Returns the timer and, unless an existing
         timer was kept, the change to commit (or undo)."""
-        table = self._table
+        timers = self._timers
         key = request.key
         previous = None
         if key is None:
             key = f"{self._key_prefix}-{next(self._key_counter)}"
         else:
-            previous = table.timers.get(key)
+            previous = timers.get(key)
             if previous is not None and previous.state.is_live:
                 if request.on_conflict == "keep":
                     return previous, None
                 if previous.state is PENDING:
-                    table.unplace(previous)
+                    self._table.unplace(previous)
         version = self.next_version
         self.next_version = version + 1
         timer = Timer(key, version, request.handler, request.due, request.payload)
-        table.timers[key] = timer  # table.replace() inlined: schedule()'s hot path
+        timers[key] = timer  # TimerTable.replace() inlined: schedule()'s hot path
         if previous is not None:
-            table.finished.pop(key, None)
-            table.dead.pop(key, None)
-        table.insert(timer)
+            self._table.finished.pop(key, None)
+            self._table.dead.pop(key, None)
+        self._insert(timer)
         trigger = self._trigger
         armed = trigger.armed_tick
         if armed is None or timer.tick < armed:

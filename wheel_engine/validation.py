@@ -109,12 +109,19 @@ class RequestChecker:
             raise UnknownHandler(f"no handler registered as {handler!r}")
         if on_conflict not in ON_CONFLICT:
             raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
-        kind = delay.__class__
-        # A plain delay in range without due_time's calls: schedule()'s hot path.
-        if at is None and (kind is float or kind is int) and 0 <= delay <= MAX_TIME:  # type: ignore[operator]
-            due = now + delay  # type: ignore[operator]
-            if due > MAX_TIME:
-                due = due_time(now, at, delay)  # raises, with the reason
+        # schedule()'s hot path: a plain number in range for exactly one of delay and at needs
+        # none of due_time's calls (which give the same value, or raise with the reason).
+        if at is None:
+            kind = delay.__class__
+            if (kind is float or kind is int) and 0 <= delay <= MAX_TIME:  # type: ignore[operator]
+                due = now + delay  # type: ignore[operator]
+                if due > MAX_TIME:
+                    due = due_time(now, at, delay)  # raises, with the reason
+            else:
+                due = due_time(now, at, delay)
+        elif delay is None and (at.__class__ is float or at.__class__ is int):
+            seconds: float = at  # a float or an int: checked just above
+            due = float(seconds) if 0 <= seconds <= MAX_TIME else due_time(now, at, delay)
         else:
             due = due_time(now, at, delay)
         if key is not None:

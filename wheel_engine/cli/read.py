@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 STATES = tuple(state.value for state in TimerState)  # the journal's, in its order
+LIVE = tuple(state.value for state in TimerState if state.is_live)  # PENDING, RUNNING
 
 
 async def _recover(journal: Any, out: Output, path: str) -> Any:
