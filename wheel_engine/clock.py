@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 
 class Cancellable(Protocol):
     def cancel(self) -> None: ...
+
+
+class Quiescable(Protocol):
+    """What a clock may ask of an engine attached to it: is work in flight off the loop
+    (journal commits, thread handlers), and wait for it."""
+
+    def busy(self) -> bool: ...
+
+    def quiesce(self) -> Awaitable[None]: ...
 
 
 class Clock(Protocol):
@@ -30,6 +39,15 @@ class Clock(Protocol):
 
     async def sleep(self, seconds: float) -> None:
         """Sleep on this clock (used for close's grace period)."""
+        ...
+
+    def attach(self, engine: Quiescable) -> None:
+        """Called by an engine once it has started on this clock: a clock that moves time by
+        itself (a test's) can then wait for the engine's off-loop work. Real clocks ignore it."""
+        ...
+
+    def detach(self, engine: Quiescable) -> None:
+        """Called by an engine once it has closed (undoes :meth:`attach`)."""
         ...
 
 
@@ -48,3 +66,9 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+    def attach(self, engine: Quiescable) -> None:
+        """Real time does not wait for anyone: nothing to do."""
+
+    def detach(self, engine: Quiescable) -> None:
+        """Nothing to undo."""

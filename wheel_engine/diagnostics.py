@@ -1,5 +1,4 @@
-"""What the engine keeps and logs about failures: a bounded error text (``last_error``) and the
-one WARNING line per failed journal write.
+"""What the engine keeps and logs about failures: a bounded error text (``last_error``).
 
 The text goes into a journal record on every failed attempt and into the WARNING line of a timer
 that goes DEAD, so it must be small and must not carry what the application would not write to
@@ -16,12 +15,8 @@ Log lines name timers by key, version and attempt, with the bounded text; never 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
-
-from journal import Record
 
 __all__ = [
     "DEFAULT_MAX_ERROR_BYTES",
@@ -30,8 +25,6 @@ __all__ = [
     "bounded",
     "default",
     "describe",
-    "log_write_failure",
-    "logged_write",
     "one_line",
 ]
 
@@ -107,25 +100,3 @@ def describe(
 def one_line(text: str) -> str:
     """A stored error text as one log line: line breaks shown as escapes, not obeyed."""
     return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
-def log_write_failure(records: list[Record], error: BaseException) -> None:
-    """One WARNING line for an outcome write that failed: its timers, never a payload."""
-    first = records[0]
-    attempt = getattr(first, "attempt", None)
-    logger.warning(
-        "journal write of %d %s record(s) failed (timer %s, version %d%s%s): %s",
-        len(records),
-        type(first).__name__,
-        first.key,
-        first.version,
-        "" if attempt is None else f", attempt {attempt}",
-        "" if len(records) == 1 else f", and {len(records) - 1} more",
-        one_line(str(error)),
-    )
-
-
-def logged_write(records: list[Record], future: asyncio.Future[Any]) -> None:
-    """Done-callback of an outcome write nobody awaits (bind ``records`` with a partial)."""
-    if not future.cancelled() and (error := future.exception()) is not None:
-        log_write_failure(records, error)

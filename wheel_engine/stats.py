@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = ["LAG_SAMPLES", "Counters", "percentiles"]
 
@@ -60,3 +61,18 @@ class Counters:
             return 0.0, 0.0
         p50, p99 = percentiles(self.lags, (0.50, 0.99))
         return p50, p99
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters and lateness figures, under ``Engine.stats()``'s names."""
+        p50, p99 = self.lag_percentiles()
+        return {
+            "fired": self.fired,
+            "succeeded": self.succeeded,
+            "retried": self.retried,
+            "canceled": self.canceled,
+            "dead_total": self.dead,
+            "redriven": self.redriven,
+            "lag_p50": p50,
+            "lag_p99": p99,
+            "lag_max": self.lag_max,
+        }

@@ -19,18 +19,13 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Callable
+
+from wheel_engine.clock import Quiescable
 
 __all__ = ["VirtualClock", "settle"]
 
 DEFAULT_START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: a realistic epoch, far from zero
-
-
-class _Quiescable(Protocol):
-    def busy(self) -> bool: ...
-
-    def quiesce(self) -> Awaitable[None]: ...
 
 
 async def settle(max_rounds: int = 100_000) -> None:
@@ -75,7 +70,7 @@ class VirtualClock:
         self._offset = start
         self._heap: list[tuple[float, int, _Handle]] = []
         self._counter = itertools.count()
-        self._engines: list[_Quiescable] = []
+        self._engines: list[Quiescable] = []
 
     # --- the Clock protocol --------------------------------------------------------------
     def time(self) -> float:
@@ -101,12 +96,12 @@ class VirtualClock:
             handle.cancel()
 
     # --- driving time ----------------------------------------------------------------------
-    def attach(self, engine: _Quiescable) -> None:
+    def attach(self, engine: Quiescable) -> None:
         """Called by an engine using this clock, so ``advance`` can wait for its journal I/O."""
         if engine not in self._engines:
             self._engines.append(engine)
 
-    def detach(self, engine: _Quiescable) -> None:
+    def detach(self, engine: Quiescable) -> None:
         if engine in self._engines:
             self._engines.remove(engine)
 

@@ -21,8 +21,8 @@ INTERRUPT_TIMEOUT = "timeout"  #: the handler ran past its timeout
 #: (on a PENDING timer, set at recovery) its last attempt was cut short by a crash
 INTERRUPT_CRASH = "crash"
 
-#: ``Timer.where`` of a due timer waiting in the dispatcher's queue for a free worker: out of
-#: the wheel (whose own values are all >= -3), PENDING, and not charged an attempt.
+#: ``Timer.where`` of a due timer waiting in the starter's queue (``wheel_engine.starting``):
+#: out of the wheel (whose own values are all >= -3), PENDING, and not charged an attempt.
 QUEUED = -4
 
 

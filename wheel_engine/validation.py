@@ -16,18 +16,164 @@ anything in memory or the journal. What is guaranteed of a value that passed:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
 
+from wheel_engine.diagnostics import MIN_ERROR_BYTES
+from wheel_engine.errors import DuplicateKey, UnknownHandler
+
+if TYPE_CHECKING:
+    from wheel_engine.timer import Timer
+
 ON_CONFLICT = ("replace", "keep", "error")
+#: The keywords a request of ``schedule_many`` may hold: ``schedule()``'s.
+REQUEST_KEYS = frozenset({"handler", "at", "delay", "payload", "key", "on_conflict"})
 #: The latest due time accepted: 9999-12-31T23:59:59Z, the last second a ``datetime`` can show.
 MAX_TIME = 253_402_300_799.0
+
+_new_tuple = tuple.__new__
+
+
+class ScheduleRequest(NamedTuple):
+    """One schedule request that passed every check: clean values, nothing changed yet."""
+
+    handler: str  #: a registered handler's name, as a plain ``str``
+    due: float  #: epoch seconds in ``[0, MAX_TIME]``
+    payload: Any  #: as it decodes from ``data`` (what a restart would give)
+    data: bytes | None  #: the payload's msgpack bytes (None for no payload)
+    key: str | None  #: None: the engine makes one
+    on_conflict: str  #: one of :data:`ON_CONFLICT`
+
 
 # One packer for every payload: packing runs no Python code (payload values are builtins or
 # their subclasses, packed at C level), so it never releases the GIL: safe from any thread.
 _pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+
+
+def check_engine_options(
+    tick: float,
+    durability: str,
+    max_concurrency: int,
+    retention: float,
+    max_retained: int,
+    max_error_bytes: int,
+) -> None:
+    """``Engine()``'s own arguments: ``ValueError`` for any out of range."""
+    if not (tick > 0 and math.isfinite(tick)):
+        raise ValueError("tick must be a positive number of seconds")
+    if durability not in ("full", "normal"):
+        raise ValueError('durability must be "full" or "normal"')
+    if max_concurrency < 1:
+        raise ValueError("max_concurrency must be at least 1")
+    if not (isinstance(max_error_bytes, int) and max_error_bytes >= MIN_ERROR_BYTES):
+        raise ValueError(f"max_error_bytes must be an int >= {MIN_ERROR_BYTES}")
+    if not math.isfinite(MAX_TIME / tick):
+        raise ValueError("tick is too small to place every due time")
+    if not retention >= 0:  # NaN too; math.inf keeps finished timers up to max_retained
+        raise ValueError("retention must be a number of seconds >= 0")
+    if max_retained.__class__ is bool or not isinstance(max_retained, int) or max_retained < 0:
+        raise ValueError("max_retained must be an int >= 0")
+
+
+class RequestChecker:
+    """Checks schedule requests against the registered ``handlers`` and the live ``timers``
+    (for ``on_conflict="error"``), both the engine's own mappings, read, never changed."""
+
+    __slots__ = ("_handlers", "_max_payload_bytes", "_timers")
+
+    def __init__(
+        self, handlers: Mapping[str, object], timers: Mapping[str, Timer], max_payload_bytes: int
+    ) -> None:
+        self._handlers = handlers
+        self._timers = timers
+        self._max_payload_bytes = max_payload_bytes
+
+    def request(
+        self,
+        handler: Any,
+        at: datetime | float | None,
+        delay: float | None,
+        payload: Any,
+        key: Any,
+        on_conflict: Any,
+        now: float,
+    ) -> ScheduleRequest:
+        """Check one request completely; nothing is changed. Raises on anything wrong:
+        ``UnknownHandler``, ``DuplicateKey``, ``ValueError``, ``TypeError`` (see ``schedule()``).
+        """
+        handler = check_name(handler, "handler")
+        if handler not in self._handlers:
+            raise UnknownHandler(f"no handler registered as {handler!r}")
+        if on_conflict not in ON_CONFLICT:
+            raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
+        # schedule()'s hot path: a plain number in range for exactly one of delay and at needs
+        # none of due_time's calls (which give the same value, or raise with the reason).
+        if at is None:
+            kind = delay.__class__
+            if (kind is float or kind is int) and 0 <= delay <= MAX_TIME:  # type: ignore[operator]
+                due = now + delay  # type: ignore[operator]
+                if due > MAX_TIME:
+                    due = due_time(now, at, delay)  # raises, with the reason
+            else:
+                due = due_time(now, at, delay)
+        elif delay is None and (at.__class__ is float or at.__class__ is int):
+            seconds: float = at  # a float or an int: checked just above
+            due = float(seconds) if 0 <= seconds <= MAX_TIME else due_time(now, at, delay)
+        else:
+            due = due_time(now, at, delay)
+        if key is not None:
+            key = check_key(key)
+            if on_conflict == "error":
+                live = self._timers.get(key)
+                if live is not None and live.state.is_live:
+                    raise DuplicateKey(f"key {key!r} names a live timer (version {live.version})")
+        data = None
+        if payload is not None:
+            data, payload = encode_payload(payload, self._max_payload_bytes)
+        # tuple.__new__ skips NamedTuple's Python-level __new__ (one call less per schedule).
+        return _new_tuple(ScheduleRequest, (handler, due, payload, data, key, on_conflict))
+
+    def batch(
+        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+    ) -> list[ScheduleRequest]:
+        """:meth:`request` for each mapping of a ``schedule_many`` batch, plus what only a
+        batch can get wrong: a request that is not a mapping, an unknown keyword, and a key
+        given twice when one of them says ``on_conflict="error"``."""
+        checked: list[ScheduleRequest] = []
+        claimed: set[str] = set()  # keys this batch schedules, for on_conflict="error"
+        check = self.request
+        for request in requests:
+            if request.__class__ is not dict and not isinstance(request, Mapping):
+                raise TypeError(f"schedule_many takes mappings, not {type(request).__name__}")
+            if not request.keys() <= REQUEST_KEYS:
+                unknown = ", ".join(sorted(map(repr, set(request) - REQUEST_KEYS)))
+                raise TypeError(f"unknown schedule option(s): {unknown}")
+            get = request.get
+            valid = check(
+                get("handler"),
+                get("at"),
+                get("delay"),
+                get("payload"),
+                get("key"),
+                get("on_conflict", "replace"),
+                now,
+            )
+            key = valid.key
+            if key is not None:
+                if key in claimed and valid.on_conflict == "error":
+                    raise DuplicateKey(f"key {key!r} appears twice in this batch")
+                claimed.add(key)
+            checked.append(valid)
+        return checked
+
+
+def check_version(version: object) -> None:
+    """A version given to ``cancel()``: None or an int (not a bool), else ``TypeError``."""
+    if version is not None and (version.__class__ is bool or not isinstance(version, int)):
+        raise TypeError(f"version must be an int, not {type(version).__name__}")
 
 
 def due_time(now: float, at: datetime | float | int | None, delay: float | int | None) -> float:

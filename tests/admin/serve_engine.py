@@ -3,8 +3,8 @@
 CONFIG is JSON: ``{"journal": PATH, "record": [names], "fail": [names], "admin": bool}``.
 Handlers named in ``record`` append ``key#version`` to ``<journal>.fired`` (one line each, then
 fsync-free flush: the test polls the file); those in ``fail`` raise ``PermanentError`` (their
-timers go DEAD). With ``admin`` it serves the admin socket by hand (``AdminServer``), as
-``Engine(admin=True)`` will. Prints ``READY <pid>`` once serving; SIGTERM closes it cleanly.
+timers go DEAD). With ``admin`` it is ``Engine(journal, admin=True)``: it serves the admin
+socket while it runs. Prints ``READY <pid>`` once serving; SIGTERM closes it cleanly.
 """
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ import sys
 from pathlib import Path
 
 from wheel_engine import Engine, Firing, PermanentError
-from wheel_engine.admin import AdminServer, admin_path
 
 
 async def serve(config: dict[str, object]) -> None:
     journal = str(config["journal"])
     fired = Path(journal + ".fired")
-    engine = Engine(journal)
+    engine = Engine(journal, admin=bool(config.get("admin")))
 
     async def record(firing: Firing) -> None:
         with fired.open("a") as f:
@@ -40,13 +39,8 @@ async def serve(config: dict[str, object]) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     async with engine:
-        server = AdminServer(engine, admin_path(journal)) if config.get("admin") else None
-        if server is not None:
-            await server.start()
         print(f"READY {os.getpid()}", flush=True)
         await stop.wait()
-        if server is not None:
-            await server.close()
 
 
 if __name__ == "__main__":

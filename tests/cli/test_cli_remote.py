@@ -1,5 +1,7 @@
 """``schedule`` and ``cancel``: through a live engine's admin socket, into a stopped journal, and
-refused (exit 4) while an engine without the socket holds the journal."""
+refused (exit 4) while an engine without the socket holds the journal. ``redrive`` and
+``compact`` of a live engine's journal: through its socket (``Engine(admin=True)``), exit 4
+without one."""
 
 from __future__ import annotations
 
@@ -186,6 +188,51 @@ def test_live_engine_without_socket_exits_4(
     with procs.engine_process(journal, admin=False):
         code, _, err = run(capsys, "schedule", str(journal), "h", "--delay", "1")
     assert code == 4 and "admin=True" in err and "Traceback" not in err
+
+
+# -- redrive and compact of a live engine's journal -------------------------------------------
+
+LIVE_HANDLERS = {"record": ("ok", "mail"), "fail": ("bad", "flaky")}  # conftest's journal_file
+
+
+def listed(capsys: pytest.CaptureFixture[str], db: str) -> dict[str, dict[str, object]]:
+    code, data = run_json(capsys, "list", db, "--limit", "0")
+    assert code == 0
+    return {t["key"]: t for t in data["timers"]}  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_redrive_and_compact_go_through_the_live_engine_s_socket(
+    journal_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(journal_file)
+    before = listed(capsys, db)
+    assert before["dead:bad"]["state"] == "DEAD"
+    with procs.engine_process(journal_file, **LIVE_HANDLERS):  # Engine(journal, admin=True)
+        code, answer = run_json(capsys, "redrive", db, "dead:bad", "--at", "2099-01-01T00:00Z")
+        assert code == 0 and answer["redriven"] == 1
+        after = listed(capsys, db)  # what the live engine committed
+        assert after["dead:bad"]["state"] == "PENDING"
+        assert after["dead:bad"]["version"] > before["dead:bad"]["version"]  # type: ignore[operator]
+
+        code, compacted = run_json(capsys, "compact", db)
+        assert code == 0 and compacted["live"] is True
+        code, status = run_json(capsys, "status", db)
+        assert code == 0 and status["tail_records"] == 0
+    assert listed(capsys, db)["dead:bad"]["state"] == "PENDING"  # kept after the engine stopped
+
+
+@pytest.mark.slow
+def test_redrive_and_compact_of_a_live_engine_without_socket_exit_4(
+    journal_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(journal_file)
+    with procs.engine_process(journal_file, admin=False, **LIVE_HANDLERS):
+        code, _, err = run(capsys, "redrive", db, "dead:bad")
+        assert code == 4 and "Traceback" not in err
+        code, _, err = run(capsys, "compact", db)
+        assert code == 4 and "Traceback" not in err
+        assert listed(capsys, db)["dead:bad"]["state"] == "DEAD"
 
 
 # -- arguments and files -----------------------------------------------------------------------

@@ -37,21 +37,17 @@ def freeze_writer(engine: Engine) -> Callable[[], Awaitable[None]]:
     assert not writer.busy(), "freeze only an idle writer"
     asleep_on = writer._wake
     writer._wake = asyncio.Event()
-    detach = getattr(engine.clock, "detach", None)
-    if detach is not None:
-        detach(engine)
+    engine.clock.detach(engine)
 
     async def thaw() -> None:
         queued = writer._wake.is_set()
         writer._wake = asleep_on
         if queued:
             asleep_on.set()
-        attach = getattr(engine.clock, "attach", None)
-        if attach is not None:
-            attach(engine)
-            settle = getattr(engine.clock, "settle", None)
-            if settle is not None:
-                await settle()
+        engine.clock.attach(engine)
+        settle = getattr(engine.clock, "settle", None)  # a VirtualClock's
+        if settle is not None:
+            await settle()
         await engine.quiesce()
 
     return thaw
@@ -63,15 +59,12 @@ async def crash(engine: Engine, others: Iterable[asyncio.Future[Any]] = ()) -> N
     ``others``: the caller's own tasks (e.g. a ``schedule`` still waiting for its commit) that
     die with the "process".
     """
-    engine._closing = True  # its callbacks do nothing from now on
-    engine._disarm()
-    detach = getattr(engine.clock, "detach", None)
-    if detach is not None:
-        detach(engine)
+    engine._stop()  # its callbacks do nothing from now on
+    engine.clock.detach(engine)
     journal = engine.journal
-    tasks: list[asyncio.Future[Any]] = [*others, *engine._workers, *engine._background]
-    if engine._compacting is not None:
-        tasks.append(engine._compacting)
+    tasks: list[asyncio.Future[Any]] = [*others, *engine._pool.tasks, *engine._background]
+    if engine._commits.compacting is not None:
+        tasks.append(engine._commits.compacting)
     if journal is not None and journal._writer is not None:
         writer = journal._writer
         # Lost with the process: queued records, and whoever waits for them (never resolved).
@@ -81,7 +74,7 @@ async def crash(engine: Engine, others: Iterable[asyncio.Future[Any]] = ()) -> N
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for future in list(engine._threads):
+    for future in list(engine._pool.threads):
         with contextlib.suppress(BaseException):
             await future
     if journal is not None:

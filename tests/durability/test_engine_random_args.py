@@ -234,11 +234,11 @@ def row(info: TimerInfo, restarted: bool = False) -> tuple[Any, ...]:
 def memory(engine: Engine) -> tuple[Any, ...]:
     timers = sorted(row(info) for info in engine.timers())
     indexes = (
-        len(engine._timers),
-        len(engine._finished),
-        len(engine._dead),
-        len(engine._wheel),
-        len(engine._committing),
+        len(engine._table.timers),
+        len(engine._table.finished),
+        len(engine._table.dead),
+        len(engine._table.wheel),
+        len(engine._commits.committing),
     )
     return timers, engine.stats(), indexes
 

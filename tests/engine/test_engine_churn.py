@@ -39,14 +39,14 @@ class Footprint:
     rows: int  # snapshot rows + tail records
     main_bytes: int
     wal_bytes: int
-    timers: int  # len(engine._timers): live + window
-    finished: int  # len(engine._finished): the window
+    timers: int  # len(engine._table.timers): live + window
+    finished: int  # len(engine._table.finished): the window
 
 
 async def footprint(engine: Engine, path: Path) -> Footprint:
     await engine.quiesce()
-    while engine._compacting is not None:
-        await asyncio.shield(engine._compacting)
+    while engine._commits.compacting is not None:
+        await asyncio.shield(engine._commits.compacting)
         await engine.quiesce()
     con = sqlite3.connect(path)
     try:
@@ -60,8 +60,8 @@ async def footprint(engine: Engine, path: Path) -> Footprint:
         rows=rows,
         main_bytes=os.path.getsize(path),
         wal_bytes=wal.stat().st_size if wal.exists() else 0,
-        timers=len(engine._timers),
-        finished=len(engine._finished),
+        timers=len(engine._table.timers),
+        finished=len(engine._table.finished),
     )
 
 
@@ -102,7 +102,7 @@ async def run_churn(
             tracemalloc.stop()
         check(second, window)
         print(f"held by the second half: {held / 1e6:.2f} MB")
-        assert engine.stats()["pending"] >= LIVE and not engine._committing
+        assert engine.stats()["pending"] >= LIVE and not engine._commits.committing
     return second, held
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from journal import Ack, Dead, Journal, JournalError, Record, Retry
 from wheel_engine import Engine, Firing, RetryPolicy, TimerState
-from wheel_engine.diagnostics import bounded, default, log_write_failure
+from wheel_engine.commits import log_write_failure
+from wheel_engine.diagnostics import bounded, default
 from wheel_engine.testing import VirtualClock
 
 TOKEN = "sk_live_51HZ7xQ2eZvKYlo2C"  # what must never reach the journal or the logs
@@ -179,7 +180,7 @@ async def test_handler_tracebacks_are_logged_only_at_debug(
     async def handler(firing: Firing) -> None:
         raise ValueError("bad")
 
-    caplog.set_level(logging.DEBUG, logger="wheel_engine.dispatcher")
+    caplog.set_level(logging.DEBUG, logger="wheel_engine.outcomes")
     async with engine:
         await engine.schedule("h", delay=1, key="k")
         await clock.advance(5)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from journal import Attempt, Dead, Journal, JournalError, Record, Retry
-from wheel_engine.journaling import submit_safely
+from wheel_engine.commits import submit_safely
 
 
 async def test_one_unencodable_record_does_not_hold_back_the_others(
@@ -22,7 +22,7 @@ async def test_one_unencodable_record_does_not_hold_back_the_others(
             Retry("c", 3, 1, "text \udc80 here", 5.0, 1.0),  # its text is escaped
             Dead("d", 4, 1, "fine", 1.0),
         ]
-        with caplog.at_level(logging.ERROR, logger="wheel_engine.journaling"):
+        with caplog.at_level(logging.ERROR, logger="wheel_engine.commits"):
             await submit_safely(journal, records)
         written = [record for _, record in await journal.history("a")]
         written += [record for _, record in await journal.history("c")]

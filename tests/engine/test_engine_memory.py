@@ -14,7 +14,7 @@ async def test_purged_timers_are_freed_without_the_cyclic_collector() -> None:
     engine.register("h", lambda firing: None)
     async with engine:
         await engine.schedule("h", delay=1, key="k")
-        timer = engine._timers["k"]
+        timer = engine._table.timers["k"]
         await clock.advance(2)  # fires and succeeds
         await engine.schedule("h", delay=1, key="other")
         await clock.advance(2)  # the next tick purges "k" (retention 0)

@@ -29,7 +29,7 @@ async def test_a_cancelled_timer_is_forgotten_at_once_with_retention_zero() -> N
         await engine.schedule("h", delay=100, key="k")
         assert await engine.cancel("k") is CancelResult.CANCELED
         # No tick ran (the next due is 100 s away): it is gone already.
-        assert engine.get("k") is None and "k" not in engine._timers
+        assert engine.get("k") is None and "k" not in engine._table.timers
         assert await engine.cancel("k") is CancelResult.NOT_FOUND
 
 
@@ -42,7 +42,7 @@ async def test_max_retained_forgets_the_oldest_first_without_a_tick() -> None:
             clock.jump(1)  # distinct finishing times; no tick runs
             await engine.cancel(f"k{i}")
         assert [engine.get(f"k{i}") is None for i in range(4)] == [True, True, False, False]
-        assert len(engine._finished) == 2 and len(engine._timers) == 2
+        assert len(engine._table.finished) == 2 and len(engine._table.timers) == 2
 
 
 async def test_succeeded_timers_count_in_the_window_and_dead_ones_do_not() -> None:
@@ -106,4 +106,4 @@ async def test_a_replaced_finished_timer_leaves_the_window() -> None:
         await engine.schedule("h", delay=100, key="b")
         await engine.cancel("b")  # the window holds only "b": the live "a" is untouched
         assert engine.get("a").state is TimerState.PENDING  # type: ignore[union-attr]
-        assert list(engine._finished) == ["b"]
+        assert list(engine._table.finished) == ["b"]

@@ -28,7 +28,7 @@ from wheel_engine import (
     UnknownHandler,
 )
 from wheel_engine.testing import VirtualClock
-from wheel_engine.validation import MAX_TIME
+from wheel_engine.validation import MAX_TIME, RequestChecker, ScheduleRequest
 
 
 class Name(str):
@@ -325,3 +325,17 @@ def test_engine_rejects_bad_retention_settings() -> None:
     ):
         with pytest.raises(ValueError):
             Engine(None, **options)  # type: ignore[arg-type]
+
+
+def test_a_checked_request_is_read_by_name() -> None:
+    checker = RequestChecker({"h": object()}, {}, 65536)
+    request = checker.request("h", None, 5, {"n": (1, 2)}, "k", "keep", 100.0)
+    assert isinstance(request, ScheduleRequest)
+    assert (request.handler, request.due, request.key, request.on_conflict) == (
+        "h",
+        105.0,
+        "k",
+        "keep",
+    )
+    assert request.payload == {"n": [1, 2]} and request.data is not None  # as it decodes
+    assert checker.request("h", 7.0, None, None, None, "replace", 100.0).data is None

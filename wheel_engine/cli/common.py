@@ -173,7 +173,6 @@ def decode_payload(payload: bytes | None) -> Any:
 
 def row_to_dict(row: Any, *, now: float) -> dict[str, Any]:
     """A journal ``TimerRow`` (or an engine ``TimerInfo``) as plain, JSON-ready data."""
-    state = getattr(row.state, "value", row.state)
     raw_payload = row.payload
     payload = decode_payload(raw_payload) if isinstance(raw_payload, (bytes, type(None))) else None
     if not isinstance(raw_payload, (bytes, type(None))):
@@ -182,10 +181,10 @@ def row_to_dict(row: Any, *, now: float) -> dict[str, Any]:
         "key": row.key,
         "version": row.version,
         "handler": row.handler,
-        "state": str(state),
+        "state": row.state.value,
         "due": row.due,
         "due_utc": fmt_time(row.due),
-        "overdue_seconds": max(0.0, now - row.due) if state in ("PENDING", "RUNNING") else 0.0,
+        "overdue_seconds": max(0.0, now - row.due) if row.state.is_live else 0.0,
         "attempts": row.attempts,
         "last_error": row.last_error,
         "payload": payload,

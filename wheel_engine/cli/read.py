@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from journal.errors import JournalCorrupt, JournalError
+from journal.state import TimerState
 from wheel_engine.cli.common import (
     decode_payload,
     existing_journal,
@@ -45,8 +46,8 @@ __all__ = [
     "timer_pairs",
 ]
 
-STATES = ("PENDING", "RUNNING", "SUCCEEDED", "CANCELED", "DEAD")
-LIVE = ("PENDING", "RUNNING")
+STATES = tuple(state.value for state in TimerState)  # the journal's, in its order
+LIVE = tuple(state.value for state in TimerState if state.is_live)  # PENDING, RUNNING
 
 
 async def _recover(journal: Any, out: Output, path: str) -> Any:
@@ -62,10 +63,10 @@ async def _recover(journal: Any, out: Output, path: str) -> Any:
             raise translate_error(path, exc) from exc
     # Recovery turns RUNNING back into PENDING (what an engine starting now would do). Here we
     # show what the journal says: an attempt is committed and its outcome is not (yet).
-    for key in getattr(recovered, "interrupted", ()):
+    for key in recovered.interrupted:
         row = recovered.timers.get(key)
-        if row is not None and row.state == "PENDING":
-            row.state = "RUNNING"
+        if row is not None and row.state is TimerState.PENDING:
+            row.state = TimerState.RUNNING
     return recovered
 
 
@@ -78,13 +79,14 @@ async def cmd_status(args: argparse.Namespace, out: Output) -> int:
             raise translate_error(args.db, exc) from exc
         recovered = await _recover(journal, out, args.db)
     rows = list(recovered.timers.values())
-    states = Counter(str(getattr(r.state, "value", r.state)) for r in rows)
+    states = Counter(r.state.value for r in rows)
     by_handler: dict[str, Counter[str]] = {}
     for r in rows:
-        by_handler.setdefault(r.handler, Counter())[str(getattr(r.state, "value", r.state))] += 1
-    live = [r for r in rows if str(getattr(r.state, "value", r.state)) in LIVE]
+        by_handler.setdefault(r.handler, Counter())[r.state.value] += 1
+    live = [r for r in rows if r.state.is_live]
     overdue = sorted(
-        (r for r in live if r.due <= now and r.state == "PENDING"), key=lambda r: (r.due, r.version)
+        (r for r in live if r.due <= now and r.state is TimerState.PENDING),
+        key=lambda r: (r.due, r.version),
     )
     upcoming = sorted((r for r in live if r.due > now), key=lambda r: (r.due, r.version))
     known: set[str] | None = None
@@ -191,7 +193,7 @@ async def cmd_list(args: argparse.Namespace, out: Output) -> int:
     rows = [
         r
         for r in recovered.timers.values()
-        if (wanted is None or str(getattr(r.state, "value", r.state)) == wanted)
+        if (wanted is None or r.state.value == wanted)
         and (args.handler is None or r.handler == args.handler)
     ]
     rows.sort(key=lambda r: (r.due, r.version))
@@ -349,7 +351,7 @@ async def cmd_check(args: argparse.Namespace, out: Output) -> int:
         problems.append(f"{where} is damaged: {exc}")
     if recovered is not None:
         for row in recovered.timers.values():
-            state = str(getattr(row.state, "value", row.state))
+            state = row.state.value
             if state not in STATES:
                 problems.append(f"timer {row.key!r}: unknown state {state!r}")
             if row.version > recovered.max_version:

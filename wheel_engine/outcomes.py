@@ -1,0 +1,134 @@
+"""What the end of an attempt means for its timer: SUCCEEDED, CANCELED, a retry or DEAD.
+
+Each outcome changes the timer in memory at once and hands its record (Ack, Cancel, Retry,
+Dead) to the journal without waiting (:meth:`wheel_engine.commits.Commits.write`): a lost ack
+only means that the timer fires again after a restart. A timer replaced by a newer version
+while its attempt ran keeps its outcome record but no longer changes the table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from journal import Ack, Cancel, Dead, Retry
+from wheel_engine import diagnostics
+from wheel_engine.clock import Clock
+from wheel_engine.commits import Commits
+from wheel_engine.errors import PermanentError
+from wheel_engine.stats import Counters
+from wheel_engine.timer import INTERRUPT_TIMEOUT, Timer
+from wheel_engine.timers import CANCELED, DEAD, PENDING, SUCCEEDED, TimerTable
+
+logger = logging.getLogger(__name__)
+
+
+class Outcomes:
+    """Turns attempts' ends into state changes and records; see the module docstring."""
+
+    def __init__(
+        self,
+        table: TimerTable,
+        commits: Commits,
+        stats: Counters,
+        clock: Clock,
+        *,
+        arm: Callable[[], None],
+        max_error_bytes: int,
+    ) -> None:
+        self._handlers = table.handlers
+        self._table = table
+        self._commits = commits
+        self._stats = stats
+        self._clock = clock
+        self._arm = arm
+        self._max_error_bytes = max_error_bytes
+        self._hook_failed: set[str] = set()  # handlers whose describe_error raised (logged)
+
+    def complete(self, timer: Timer, error: BaseException | None, cancelled: bool = False) -> None:
+        """Record how an attempt ended: success, cancel, retry or dead.
+
+        ``error`` is None only when the handler returned normally: that is a success even if a
+        cancel was requested meanwhile (the work was done). A cancelled attempt that raised
+        anything is CANCELED: it stopped, as it was asked to.
+        """
+        interrupt = timer.interrupt
+        timer.interrupt = None
+        current = self._table.timers.get(timer.key) is timer
+        now = self._clock.time()
+        if error is None:
+            self.succeed([timer], now)
+            return
+        if cancelled:
+            self._stats.canceled += 1
+            self._commits.write([Cancel(timer.key, timer.version, now)])
+            if current:
+                self._table.finish(timer, CANCELED, now)
+            return
+        spec = self._handlers.get(timer.handler)
+        if interrupt == INTERRUPT_TIMEOUT and spec is not None:
+            message = f"timed out after {spec.timeout} s"
+        else:
+            message = diagnostics.describe(
+                error,
+                spec.describe_error if spec is not None else None,
+                self._max_error_bytes,
+                handler=timer.handler,
+                failed_hooks=self._hook_failed,
+            )
+            if logger.isEnabledFor(logging.DEBUG):  # tracebacks can carry data: opt-in only
+                logger.debug(
+                    "handler %r failed: timer %s (version %d, attempt %d)",
+                    timer.handler,
+                    timer.key,
+                    timer.version,
+                    timer.attempts,
+                    exc_info=error,
+                )
+        timer.last_error = message
+        delay = None
+        if spec is not None and not isinstance(error, PermanentError):
+            first = timer.first_attempt_at if timer.first_attempt_at is not None else now
+            delay = spec.retry.next_delay(timer.attempts, first_attempt_at=first, now=now)
+        if delay is None:
+            self.give_up(timer, message, now, current)
+            return
+        self._stats.retried += 1
+        due = now + delay
+        self._commits.write([Retry(timer.key, timer.version, timer.attempts, message, due, now)])
+        if current:
+            timer.state = PENDING
+            timer.due = due
+            timer.updated_at = now
+            self._table.place(timer)
+            self._arm()
+
+    def succeed(self, timers: list[Timer], now: float) -> None:
+        """Handlers returned normally: SUCCEEDED, with one batch of acks for the journal."""
+        self._stats.succeeded += len(timers)
+        current = self._table.timers
+        finished = self._table.finished
+        for timer in timers:
+            timer.interrupt = None
+            if current.get(timer.key) is timer:  # not replaced while it ran
+                timer.state = SUCCEEDED
+                timer.updated_at = now
+                finished[timer.key] = timer
+        self._table.purge_finished(now)
+        if self._commits.journal is not None:
+            self._commits.write([Ack(timer.key, timer.version, now) for timer in timers])
+
+    def give_up(self, timer: Timer, message: str, now: float, current: bool = True) -> None:
+        """No attempt more: DEAD, kept until redriven (and one WARNING line)."""
+        timer.last_error = message
+        self._stats.dead += 1
+        self._commits.write([Dead(timer.key, timer.version, timer.attempts, message, now)])
+        if current:
+            self._table.finish(timer, DEAD, now)
+        logger.warning(  # the bounded text, never the payload
+            "timer %s (version %d) is DEAD after %d attempt(s): %s",
+            timer.key,
+            timer.version,
+            timer.attempts,
+            diagnostics.one_line(message),
+        )

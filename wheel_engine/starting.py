@@ -1,0 +1,350 @@
+"""Starting due timers: the queue, start groups, their attempt commits, and inline handlers.
+
+Due timers wait in :class:`Starter`'s queue, still PENDING and not charged. What can start now
+is taken from its head as one **group**: up to ``INLINE_BATCH`` plain handlers (run on the loop,
+one group in flight at a time) followed by as many others as there are free worker slots. The
+group's attempts are committed in one journal write, and its handlers start once that commit is
+done: a timer still queued is never charged (SPEC guarantee 5). The queue's order is kept: the
+first timer that cannot start stops the group. Plain handlers run right here, like ``call_at``
+callbacks; the others go to :class:`wheel_engine.workers.WorkerPool`.
+
+A **crash suspect** (a timer whose last attempt a crash cut short) starts alone; see
+:meth:`Starter.suspect_started` for why.
+
+Everything here runs on the loop thread: a decision and the state change it leads to happen in
+one synchronous step, so there are no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable
+
+from journal import Attempt, Record
+from wheel_engine.clock import Clock
+from wheel_engine.commits import Commits
+from wheel_engine.outcomes import Outcomes
+from wheel_engine.stats import Counters
+from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_CRASH, QUEUED, Timer
+from wheel_engine.timers import PENDING, RUNNING, TimerTable
+from wheel_engine.wheel.entry import DETACHED
+from wheel_engine.workers import WorkerPool, firing_for
+
+logger = logging.getLogger(__name__)
+
+INLINE_BATCH = 1024  # inline handlers run per loop callback before yielding to other work
+JOURNAL_RETRY_DELAY = 1.0  # seconds before re-dispatching a batch whose attempt commit failed
+
+_new_tuple = tuple.__new__
+
+
+class Starter:
+    """The queue of due timers and the groups that start from it; see the module docstring.
+
+    ``running`` counts attempts started (or committing) and not yet ended; ``idle`` is set
+    while it is zero. ``alone`` is the crash suspect starting alone, if any.
+    """
+
+    def __init__(
+        self,
+        table: TimerTable,
+        commits: Commits,
+        stats: Counters,
+        clock: Clock,
+        *,
+        arm: Callable[[], None],
+        max_concurrency: int,
+        max_error_bytes: int,
+    ) -> None:
+        self.running = 0
+        self.idle = asyncio.Event()  # set while no attempt is running
+        self.idle.set()
+        self.alone: Timer | None = None
+        self.closing = False
+        self._table = table
+        self._handlers = table.handlers
+        self._commits = commits
+        self._outcomes = outcomes = Outcomes(
+            table, commits, stats, clock, arm=arm, max_error_bytes=max_error_bytes
+        )
+        self._stats = stats
+        self._clock = clock
+        self._arm = arm
+        self._max_concurrency = max_concurrency
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: deque[Timer] = deque()  # due, not started, not charged: waiting to start
+        self._slots = 0  # worker slots taken: attempts committing for, or running on, a worker
+        self._inline_starting = False  # a group of plain handlers is committing or running
+        self._start_soon = False  # a start_queued callback is scheduled
+        self._attempt_commits = 0  # groups whose attempts are being committed
+        self.pool = WorkerPool(
+            self, outcomes, table.handlers, stats, clock, max_concurrency=max_concurrency
+        )
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.pool.start(loop)
+
+    # ------------------------------------------------------------------ the queue
+    def enqueue(self, batch: list[Timer], now: float) -> None:
+        """Due timers join the queue, in (tick, version) order; nothing is charged yet."""
+        handlers = self._handlers
+        table = self._table
+        ready = self._ready
+        queued = 0
+        for timer in batch:
+            if timer.due > now:  # float rounding of the tick: never early, try next tick
+                table.insert(timer)
+                continue
+            spec = handlers.get(timer.handler)
+            if spec is None:
+                table.park(timer)
+                continue
+            if timer.attempts >= spec.retry.max_attempts:
+                # Recovered after its last allowed attempt was interrupted by a crash: that
+                # attempt failed, and it was the last one. (Normal retries never get here.)
+                self._outcomes.give_up(timer, f"attempt {timer.attempts} was interrupted", now)
+                continue
+            timer.where = QUEUED
+            ready.append(timer)
+            queued += 1
+        if queued:
+            table.queued += queued
+            self.start_queued()
+
+    def start_queued(self) -> None:
+        """Take from the head of the queue what can start now and commit those attempts."""
+        self._start_soon = False
+        if self.closing:
+            return
+        inline, pooled = self._take()
+        if not inline and not pooled:
+            return
+        self.idle.clear()
+        if self._commits.journal is None:
+            self._run_batch(inline, pooled)
+            return
+        self._attempt_commits += 1
+        now = self._clock.time()
+        new = _new_tuple
+        records: list[Record] = [
+            new(Attempt, (timer.key, timer.version, timer.attempts, now))
+            for timer in itertools.chain(inline, pooled)
+        ]
+        committed = self._commits.submit(records)  # never raises
+        committed.add_done_callback(lambda future: self._attempts_committed(future, inline, pooled))
+
+    def _take(self) -> tuple[list[Timer], list[Timer]]:
+        """Pop the next group off the queue: (plain ones to run inline, ones for the workers)."""
+        ready = self._ready
+        handlers = self._handlers
+        inline: list[Timer] = []
+        pooled: list[Timer] = []
+        if self.alone is not None:
+            return inline, pooled
+        inline_room = 0 if self._inline_starting else INLINE_BATCH
+        free = self._max_concurrency - self._slots
+        now = self._clock.time()
+        while ready:
+            timer = ready[0]
+            if timer.where != QUEUED:  # cancelled or replaced while it waited
+                ready.popleft()
+                continue
+            spec = handlers[timer.handler]
+            if timer.interrupt == INTERRUPT_CRASH:  # a suspect: it starts alone
+                if inline or pooled or self._attempt_commits or self._inline_starting:
+                    break  # once everything before it has committed and started
+                if not spec.inline and not free:
+                    break
+                ready.popleft()
+                _charge(timer, now)
+                (inline if spec.inline else pooled).append(timer)
+                self.alone = timer
+                break
+            if not pooled and spec.inline:
+                if not inline_room:
+                    break  # it starts with the next group, once this (or the last) one ran
+                inline_room -= 1
+                inline.append(timer)
+            elif free:
+                free -= 1
+                pooled.append(timer)
+            else:
+                break
+            ready.popleft()
+            _charge(timer, now)
+        taken = len(inline) + len(pooled)
+        self._table.queued -= taken
+        self.running += taken
+        self._slots += len(pooled)
+        if inline:
+            self._inline_starting = True
+        return inline, pooled
+
+    def suspect_started(self) -> None:
+        """The crash suspect's handler has run its first step (up to its first await, or to
+        its end): the queue goes on in groups.
+
+        Why suspects start alone: a timer whose attempt a crash cut short (recovery marks it
+        ``INTERRUPT_CRASH``) may be a poison that kills the process. Had it started in a group,
+        each crash would charge its partners once more (their attempts share its commit) and
+        take them to DEAD with it, since after each restart the same group forms at the head of
+        the queue. Alone, its attempt commits with no other, and the next group commits only
+        after its handler has started: a handler that kills the process at once charges no one
+        else. One that kills it later, while others run, charges those that really started.
+        """
+        self.alone = None
+        self.start_later()
+
+    def start_later(self) -> None:
+        """Start more of the queue in a loop callback of its own, so that slots freed in the
+        same loop iteration share one group (one commit), and other callbacks interleave."""
+        if self._table.queued and not self._start_soon and not self.closing:
+            self._start_soon = True
+            assert self._loop is not None
+            self._loop.call_soon(self.start_queued)
+
+    # ------------------------------------------------------------------ committed groups
+    def _attempts_committed(
+        self, future: asyncio.Future[None], inline: list[Timer], pooled: list[Timer]
+    ) -> None:
+        self._attempt_commits -= 1
+        if future.cancelled() or future.exception() is not None:
+            self._attempts_failed(future, inline, pooled)
+            return
+        if self.closing:  # not run: they fire again after the next start
+            self._inline_starting = False
+            self.alone = None
+            self.running -= len(inline) + len(pooled)
+            self._slots -= len(pooled)
+            self.check_idle()
+            return
+        self._run_batch(inline, pooled)
+        if not inline and not self._attempt_commits:
+            self.start_later()  # a crash suspect may be waiting for no commit in flight
+
+    def _attempts_failed(
+        self, future: asyncio.Future[None], inline: list[Timer], pooled: list[Timer]
+    ) -> None:
+        """The group's attempt commit failed: its timers go back into the wheel, uncharged."""
+        first = (inline or pooled)[0]
+        logger.warning(  # one line for the group: its first timer, never a payload
+            "could not commit %d attempt(s) (timer %s, version %d, attempt %d, ...): %s; "
+            "they start again in %.0f s",
+            len(inline) + len(pooled),
+            first.key,
+            first.version,
+            first.attempts,
+            "cancelled" if future.cancelled() else future.exception(),
+            JOURNAL_RETRY_DELAY,
+        )
+        self._inline_starting = False
+        self.alone = None
+        self._slots -= len(pooled)
+        retry_at = self._clock.time() + JOURNAL_RETRY_DELAY
+        timers = self._table.timers
+        for timer in itertools.chain(inline, pooled):
+            self.running -= 1
+            if timer.state is RUNNING and timers.get(timer.key) is timer:
+                timer.state = PENDING
+                timer.attempts -= 1
+                timer.due = max(timer.due, retry_at)
+                self._table.insert(timer)
+        self.check_idle()
+        self._arm()
+
+    def _run_batch(self, inline: list[Timer], pooled: list[Timer]) -> None:
+        """A group's attempts are committed: run the plain ones now, hand the rest to workers."""
+        now = self._clock.time()
+        succeeded: list[Timer] = []
+        handlers = self._handlers
+        outcomes = self._outcomes
+        stats = self._stats
+        for timer in inline:
+            self.running -= 1
+            if timer.interrupt == INTERRUPT_CANCEL:  # cancelled while its attempt committed
+                outcomes.complete(timer, asyncio.CancelledError(), cancelled=True)
+                continue
+            try:
+                handlers[timer.handler].fn(firing_for(timer, now, stats))
+            except Exception as exc:
+                outcomes.complete(timer, exc)
+                continue
+            succeeded.append(timer)
+        if succeeded:
+            outcomes.succeed(succeeded, now)
+        if inline:
+            self._inline_starting = False
+            self.alone = None
+            if self._commits.journal is None:
+                self.start_later()  # the next group in a callback of its own: others interleave
+            else:
+                self.start_queued()  # its attempts join this group's acks in one commit
+        if pooled:
+            self.pool.run(pooled)
+        self.check_idle()
+
+    # ------------------------------------------------------------------ the pool's side
+    def attempt_ended(self) -> None:
+        """A worker's attempt ended. In memory it goes on with the queue's head at once (nothing
+        to commit); with a journal the freed slots are filled by one group, a callback later."""
+        self.running -= 1
+        self._slots -= 1
+        if not self._table.queued or self.closing:  # closing: queued ones wait for next start
+            return
+        if self._commits.journal is not None:
+            self.start_later()
+        elif not self._hand_over_head():
+            self.start_queued()
+
+    def _hand_over_head(self) -> bool:
+        """In memory: give the queue's head to the worker whose slot just freed, if it is one
+        for a worker (a plain one at the head starts a new inline group instead)."""
+        ready = self._ready
+        while ready and ready[0].where != QUEUED:  # cancelled or replaced while it waited
+            ready.popleft()
+        if not ready or self._handlers[ready[0].handler].inline:
+            return False
+        timer = ready.popleft()
+        _charge(timer, self._clock.time())
+        self._table.queued -= 1
+        self.running += 1
+        self._slots += 1
+        self.pool.hand(timer)  # the worker whose slot freed takes it next
+        return True
+
+    def drop_unstarted(self) -> None:
+        """close(): attempts committed but not started are not run (they are charged, and run
+        again after the next start); queued timers stay PENDING, never charged."""
+        dropped = self.pool.drop_waiting()
+        self.running -= dropped
+        self._slots -= dropped
+        self.check_idle()
+
+    async def wait_idle(self, grace: float) -> None:
+        """Wait until no attempt runs, or ``grace`` seconds on the clock, whichever is first."""
+        idle = asyncio.ensure_future(self.idle.wait())
+        timeout = asyncio.ensure_future(self._clock.sleep(grace))
+        try:
+            await asyncio.wait({idle, timeout}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            idle.cancel()
+            timeout.cancel()
+
+    def check_idle(self) -> None:
+        if self.running == 0:
+            self.idle.set()
+
+
+def _charge(timer: Timer, now: float) -> None:
+    """Out of the queue and RUNNING, one attempt more (its record is committed next)."""
+    timer.interrupt = None  # INTERRUPT_CRASH has done its work
+    timer.where = DETACHED
+    timer.state = RUNNING
+    timer.attempts += 1
+    if timer.first_attempt_at is None:
+        timer.first_attempt_at = now
+    timer.updated_at = now

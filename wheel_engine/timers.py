@@ -1,0 +1,283 @@
+"""The timer table: every timer the engine knows, and where each pending one waits.
+
+One :class:`~wheel_engine.timer.Timer` per key (its latest version) is in ``timers``; the other
+indexes hold the same objects: the wheel (pending, due later), the queue count (due, waiting to
+start; the queue itself is :mod:`wheel_engine.starting`'s), the parking (pending, but no handler
+is registered under its name), ``finished`` (the retention window of SUCCEEDED and CANCELED
+ones, in finishing order) and ``dead`` (DEAD ones, kept until redriven or replaced).
+
+Guaranteed: a pending timer is in exactly one of the wheel, the queue and the parking; a
+finished one leaves ``timers`` only through :meth:`TimerTable.purge_finished`, oldest first.
+Nothing here awaits or arms a clock: the caller arms after placing a timer.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from wheel_engine.handlers import HandlerSpec
+from wheel_engine.model import TimerInfo, TimerState
+from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, UNDECODED, Timer
+from wheel_engine.wheel import TimingWheel
+from wheel_engine.wheel.entry import DETACHED
+
+if TYPE_CHECKING:
+    from journal.recovery import Recovered
+
+logger = logging.getLogger(__name__)
+
+PENDING = TimerState.PENDING
+RUNNING = TimerState.RUNNING
+SUCCEEDED = TimerState.SUCCEEDED
+CANCELED = TimerState.CANCELED
+DEAD = TimerState.DEAD
+
+_retention_order = operator.attrgetter("updated_at", "key")
+
+
+class TimerTable:
+    """The indexes by key and the placement of pending timers; see the module docstring.
+
+    ``queued`` counts the timers whose ``where`` is ``QUEUED`` (the starter's queue may also
+    hold stale entries of timers cancelled or replaced while they waited).
+    """
+
+    def __init__(
+        self,
+        handlers: dict[str, HandlerSpec],
+        *,
+        tick: float,
+        retention: float,
+        max_retained: int,
+    ) -> None:
+        self.handlers = handlers  # shared with the engine, which registers into it
+        self.tick = tick
+        self.retention = retention
+        self.max_retained = max_retained
+        self.timers: dict[str, Timer] = {}  # key -> its latest version, live or finished
+        # SUCCEEDED and CANCELED timers in finishing order, for retention. An OrderedDict: a
+        # dict would make forgetting from the front O(n) per call (iteration skips the holes).
+        self.finished: OrderedDict[str, Timer] = OrderedDict()
+        self.dead: dict[str, Timer] = {}  # DEAD timers: kept until redriven or replaced
+        self.unhandled: dict[str, dict[str, Timer]] = {}  # handler name -> parked due timers
+        self.wheel: TimingWheel[Timer] = TimingWheel(0)
+        self.queued = 0  # timers due and waiting in the starter's queue
+
+    # ------------------------------------------------------------------ the wheel
+    def start_wheel(self, now: float) -> None:
+        """A fresh wheel whose current tick is ``now``'s (called once, before any insert)."""
+        self.wheel = TimingWheel(self.tick_floor(now))
+
+    def tick_floor(self, when: float) -> int:
+        return math.floor(when / self.tick)
+
+    def insert(self, timer: Timer) -> None:
+        """Into the wheel at its due tick, rounded up: a tick is never before the due time."""
+        timer.tick = math.ceil(timer.due / self.tick)
+        timer.seq = timer.version
+        self.wheel.insert_entry(timer)
+
+    def place(self, timer: Timer) -> None:
+        """A pending timer goes into the wheel, or is parked if its handler is unknown."""
+        if timer.handler in self.handlers:
+            self.insert(timer)
+        else:
+            self.park(timer)
+
+    def park(self, timer: Timer) -> None:
+        self.unhandled.setdefault(timer.handler, {})[timer.key] = timer
+
+    def unpark(self, handler: str) -> bool:
+        """``handler`` is registered now: its parked timers go into the wheel. True if any."""
+        parked = self.unhandled.pop(handler, None)
+        if not parked:
+            return False
+        for timer in parked.values():
+            self.insert(timer)
+        return True
+
+    def unplace(self, timer: Timer) -> None:
+        """Take a pending timer out of the wheel, the queue or the parking lot."""
+        if timer.where == QUEUED:  # its queue entry goes stale: the starter skips it
+            timer.where = DETACHED
+            self.queued -= 1
+        elif timer.where != DETACHED:
+            self.wheel.remove(timer)
+        else:
+            parked = self.unhandled.get(timer.handler)
+            if parked is not None and parked.pop(timer.key, None) is not None and not parked:
+                del self.unhandled[timer.handler]
+
+    def pending(self) -> int:
+        """Timers PENDING: in the wheel, queued or parked."""
+        return len(self.wheel) + self.queued + self.parked()
+
+    def parked(self) -> int:
+        return sum(len(parked) for parked in self.unhandled.values())
+
+    # ------------------------------------------------------------------ finishing
+    def finish(self, timer: Timer, state: TimerState, now: float) -> None:
+        """``timer`` ends in ``state``. SUCCEEDED and CANCELED ones enter the retention window
+        (which forgets the oldest at once if it is full); DEAD ones are kept in ``dead``."""
+        timer.state = state
+        timer.updated_at = now
+        if state is DEAD:
+            self.dead[timer.key] = timer
+        else:
+            self.finished[timer.key] = timer
+            self.purge_finished(now)
+
+    def purge_finished(self, now: float) -> None:
+        """Forget finished timers older than ``retention`` and the oldest beyond ``max_retained``.
+
+        Called whenever timers finish and on every tick, so the window holds whatever the churn:
+        O(1) when nothing is to be forgotten, O(1) per timer forgotten. DEAD timers are not in
+        the window: they stay until redriven or replaced.
+        """
+        finished = self.finished
+        if not finished:
+            return
+        horizon = now - self.retention
+        excess = len(finished) - self.max_retained
+        timers = self.timers
+        while finished:
+            key = next(iter(finished))
+            timer = finished[key]
+            if excess <= 0 and timer.updated_at > horizon:
+                return
+            del finished[key]
+            excess -= 1
+            if timers.get(key) is timer:
+                del timers[key]
+
+    def forgotten(self, timer: Timer, horizon: float) -> bool:
+        """Finished before ``horizon`` (now - retention) but not purged yet (no tick or finish
+        since): reads do not see it, as they would not after a restart."""
+        state = timer.state
+        if state is not SUCCEEDED and state is not CANCELED:
+            return False
+        return timer.updated_at <= horizon
+
+    # ------------------------------------------------------------------ reading
+    def info(self, key: str, now: float) -> TimerInfo | None:
+        """The timer ``key`` as it is now, unless unknown or past its retention."""
+        timer = self.timers.get(key)
+        if timer is None or self.forgotten(timer, now - self.retention):
+            return None
+        return timer.info()
+
+    def select(self, state: TimerState | None, handler: str | None, now: float) -> list[TimerInfo]:
+        """Every timer readable now, only those in ``state`` and of ``handler`` if given."""
+        horizon = now - self.retention
+        forgotten = self.forgotten
+        return [
+            timer.info()
+            for timer in self.timers.values()
+            if (state is None or timer.state is state)
+            and (handler is None or timer.handler == handler)
+            and not forgotten(timer, horizon)
+        ]
+
+    # ------------------------------------------------------------------ replacing and undoing
+    def replace(self, timer: Timer, previous: Timer | None) -> None:
+        """``timer`` is the key's new version (``previous``, if any, out of the wheel already)."""
+        self.timers[timer.key] = timer
+        if previous is not None:
+            self.finished.pop(timer.key, None)
+            self.dead.pop(timer.key, None)
+
+    def take_back(self, timer: Timer, previous: Timer | None, now: float) -> bool:
+        """A new version's commit failed: ``previous`` is the key's timer again, as it was.
+
+        Returns True if a timer went back into the wheel (the caller arms).
+        """
+        if self.timers.get(timer.key) is not timer:
+            return False  # replaced again meanwhile; that later call owns the key
+        if timer.state is PENDING:
+            self.unplace(timer)
+        timer.state = CANCELED  # this version never existed durably: it must not fire
+        if previous is None:
+            del self.timers[timer.key]
+            return False
+        self.timers[timer.key] = previous
+        if previous.state is PENDING:
+            self.place(previous)
+            return True
+        if previous.state is DEAD:
+            self.dead[timer.key] = previous
+        else:
+            self.finished[timer.key] = previous
+            self.purge_finished(now)
+        return False
+
+    def uncancel(self, timer: Timer) -> bool:
+        """A cancel's commit failed: ``timer`` is PENDING again. True if it went back."""
+        current = self.timers.get(timer.key)
+        # Retention may have forgotten it already (retention=0): then it comes back too.
+        if timer.state is not CANCELED or (current is not timer and current is not None):
+            return False
+        if self.finished.get(timer.key) is timer:
+            del self.finished[timer.key]
+        self.timers[timer.key] = timer
+        timer.state = PENDING
+        self.insert(timer)
+        return True
+
+    # ------------------------------------------------------------------ recovery
+    def restore(self, recovered: Recovered, now: float, path: str) -> None:
+        """Rebuild timers from what recovery found at ``path`` (logged: how many of each state).
+
+        Recovery has already turned RUNNING rows into PENDING ones and listed them as
+        ``interrupted``: those are crash suspects (see ``Starter.suspect_started``). Finished
+        ones enter the retention window in the journal's own order.
+        """
+        counts: dict[TimerState, int] = dict.fromkeys(TimerState, 0)
+        timers = self.timers
+        handlers = self.handlers
+        finished: list[Timer] = []
+        for row in recovered.timers.values():
+            state = row.state
+            counts[state] += 1
+            if state is RUNNING:  # interrupted by the crash: it runs again
+                state = PENDING
+            timer = Timer(
+                row.key,
+                row.version,
+                row.handler,
+                row.due,
+                UNDECODED if row.payload is not None else None,
+                state,
+                row.attempts,
+                row.last_error,
+                row.first_attempt_at,
+                row.updated_at,
+            )
+            timer.packed = row.payload  # decoded on first use: most are only ever fired
+            timers[row.key] = timer
+            if state is DEAD:
+                self.dead[row.key] = timer
+            elif state is not PENDING:
+                finished.append(timer)
+            elif row.handler in handlers:
+                self.insert(timer)
+            else:
+                self.park(timer)
+        # The retention window forgets from the front. The journal's compaction orders finished
+        # rows the same way, by (updated_at, key), so both keep the same ones.
+        finished.sort(key=_retention_order)
+        self.finished.clear()
+        self.finished.update((timer.key, timer) for timer in finished)
+        self.purge_finished(now)
+        for key in recovered.interrupted:
+            timers[key].interrupt = INTERRUPT_CRASH
+        logger.info(
+            "recovered %s: %d records, %s, next version %d",
+            path,
+            recovered.records,
+            ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n) or "no timers",
+            recovered.max_version + 1,
+        )
