@@ -102,6 +102,10 @@ class Timer(WheelEntry["Timer"]):
         of waiting for the cyclic collector."""
         return self
 
+    def __repr__(self) -> str:
+        # WheelEntry's repr prints its item, which for a timer is the timer itself.
+        return f"<Timer {self.key!r} v{self.version} {self.state.value} due {self.due!r}>"
+
     def decode_payload(self) -> Any:
         """The payload, decoding the recovered msgpack bytes once."""
         if self.payload is UNDECODED:

@@ -100,3 +100,8 @@ def test_take_back_of_a_fresh_key_forgets_it_and_uncancel_brings_a_cancel_back()
     assert timers.uncancel(cancelled) is True
     assert cancelled.state is TimerState.PENDING and "c" not in timers.finished
     assert len(timers.wheel) == 1
+
+
+def test_a_timer_repr_names_it_without_recursing() -> None:
+    timer = Timer("order:A1", 7, "h", 12.5, None)
+    assert repr(timer) == "<Timer 'order:A1' v7 PENDING due 12.5>"
