@@ -21,6 +21,7 @@ from wheel_engine.clock import Clock, SystemClock
 from wheel_engine.commits import Commits
 from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
 from wheel_engine.errors import EngineError
+from wheel_engine.events import EventBus, Subscriber
 from wheel_engine.firing import Trigger
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
@@ -82,10 +83,8 @@ class Engine:
         admin: bool = False,
     ) -> None:
         check_engine_options(
-            tick, durability, max_concurrency, retention, max_retained, max_error_bytes
+            tick, durability, max_concurrency, retention, max_retained, max_error_bytes, admin, path
         )
-        if admin and path is None:
-            raise ValueError("admin=True needs a journal path: the socket is named after it")
         self.path = None if path is None else os.fspath(path)
         self.tick = float(tick)
         self.durability = durability
@@ -102,6 +101,7 @@ class Engine:
         self.admin = admin
         self._handlers: dict[str, HandlerSpec] = {}
         self._stats = Counters()
+        self._events = events = EventBus()  # on_event's subscribers; the parts emit
         self._table = TimerTable(
             self._handlers, tick=self.tick, retention=self.retention, max_retained=max_retained
         )
@@ -113,13 +113,14 @@ class Engine:
             self._commits,
             self._stats,
             self.clock,
+            events,
             arm=self._trigger.arm,
             max_concurrency=max_concurrency,
             max_error_bytes=max_error_bytes,
         )
         self._pool = self._starter.pool
         self._scheduler = Scheduler(
-            self._table, self._commits, self._stats, self.clock, self._trigger, self._pool
+            self._table, self._commits, self._stats, self.clock, self._trigger, self._pool, events
         )
         self._started = False
         self._closing = False  # no new work is accepted
@@ -258,7 +259,9 @@ class Engine:
 
     def _close_soon(self, grace: float) -> None:
         logger.info("signal received: closing with %.1f s grace", grace)
-        self._spawn(self.close(grace))
+        future = asyncio.ensure_future(self.close(grace))
+        self._background.add(future)
+        future.add_done_callback(self._background.discard)
 
     async def __aenter__(self) -> Engine:
         await self.start()
@@ -267,7 +270,7 @@ class Engine:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    # ------------------------------------------------------------------ scheduling
+    # ------------------------------------------------------------------ scheduling, cancelling
     def _check_open(self) -> None:
         if not self._started:
             raise EngineError("engine not started: use 'async with engine' or await start()")
@@ -327,7 +330,6 @@ class Engine:
             await self._scheduler.make_durable(applied)
         return infos
 
-    # ------------------------------------------------------------------ cancelling
     async def cancel(self, key: str, *, version: int | None = None) -> CancelResult:
         """Cancel the timer ``key`` (only if ``version`` is its live version, when given).
 
@@ -350,6 +352,10 @@ class Engine:
         wanted = None if state is None else TimerState(state)
         return self._table.select(wanted, handler, self.clock.time())
 
+    def on_event(self, callback: Subscriber) -> Callable[[], None]:
+        """``callback(event)`` on the loop per state change (see :mod:`.events`); -> unsubscribe."""
+        return self._events.subscribe(callback)
+
     def stats(self) -> dict[str, Any]:
         """Counts by state, counters since start, lateness (seconds) and journal size."""
         table = self._table
@@ -365,7 +371,7 @@ class Engine:
             "last_compaction": self._commits.last_compaction,
         }
 
-    # ------------------------------------------------------------------ dead letters
+    # ------------------------------------------------------------------ dead letters, compaction
     async def redrive(self, key: str, *, at: datetime | float | None = None) -> TimerInfo:
         """Send a DEAD timer back to PENDING, due at ``at`` (default: now), attempts reset.
 
@@ -377,7 +383,6 @@ class Engine:
         due = now if at is None else due_time(now, at, None)
         return await self._scheduler.redrive(key, due, now)
 
-    # ------------------------------------------------------------------ compaction
     async def compact(self) -> None:
         """Rewrite the journal to the live state now, online (schedules keep working)."""
         self._check_open()
@@ -393,8 +398,3 @@ class Engine:
         if self._pool.threads:
             await asyncio.wait(set(self._pool.threads))
         await self._commits.quiesce()
-
-    def _spawn(self, coro: Any) -> None:
-        future = asyncio.ensure_future(coro)
-        self._background.add(future)
-        future.add_done_callback(self._background.discard)

@@ -286,10 +286,8 @@ class EngineMetrics:
         registry.register(self.collector)
         self.attach_journal()
         if subscribe is None:
-            # Engine.on_event (SPEC); getattr keeps an engine without events working (no
-            # per-handler histograms) until the engine's events are wired.
-            subscribe = getattr(engine, "on_event", None)
-        self._unsubscribe = subscribe(self.record) if subscribe is not None else None
+            subscribe = engine.on_event
+        self._unsubscribe: Callable[[], None] | None = subscribe(self.record)
 
     # --- the journal's commit hook --------------------------------------------------------------
     def attach_journal(self) -> None:

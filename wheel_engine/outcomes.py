@@ -3,7 +3,9 @@
 Each outcome changes the timer in memory at once and hands its record (Ack, Cancel, Retry,
 Dead) to the journal without waiting (:meth:`wheel_engine.commits.Commits.write`): a lost ack
 only means that the timer fires again after a restart. A timer replaced by a newer version
-while its attempt ran keeps its outcome record but no longer changes the table.
+while its attempt ran keeps its outcome record but no longer changes the table. Each outcome
+is then emitted on the engine's :class:`~wheel_engine.events.EventBus` (if anyone listens),
+with the handler's ``duration`` when it ran.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from wheel_engine import diagnostics
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.errors import PermanentError
+from wheel_engine.events import EventBus
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_TIMEOUT, Timer
 from wheel_engine.timers import CANCELED, DEAD, PENDING, SUCCEEDED, TimerTable
@@ -32,11 +35,13 @@ class Outcomes:
         commits: Commits,
         stats: Counters,
         clock: Clock,
+        events: EventBus,
         *,
         arm: Callable[[], None],
         max_error_bytes: int,
     ) -> None:
         self._handlers = table.handlers
+        self._events = events
         self._table = table
         self._commits = commits
         self._stats = stats
@@ -45,25 +50,34 @@ class Outcomes:
         self._max_error_bytes = max_error_bytes
         self._hook_failed: set[str] = set()  # handlers whose describe_error raised (logged)
 
-    def complete(self, timer: Timer, error: BaseException | None, cancelled: bool = False) -> None:
+    def complete(
+        self,
+        timer: Timer,
+        error: BaseException | None,
+        cancelled: bool = False,
+        duration: float | None = None,
+    ) -> None:
         """Record how an attempt ended: success, cancel, retry or dead.
 
         ``error`` is None only when the handler returned normally: that is a success even if a
         cancel was requested meanwhile (the work was done). A cancelled attempt that raised
-        anything is CANCELED: it stopped, as it was asked to.
+        anything is CANCELED: it stopped, as it was asked to. ``duration`` (seconds its handler
+        ran, None if it never started or nobody listens) only goes into the event.
         """
         interrupt = timer.interrupt
         timer.interrupt = None
         current = self._table.timers.get(timer.key) is timer
         now = self._clock.time()
         if error is None:
-            self.succeed([timer], now)
+            self.succeed([timer], now, None if duration is None else [duration])
             return
         if cancelled:
             self._stats.canceled += 1
             self._commits.write([Cancel(timer.key, timer.version, now)])
             if current:
                 self._table.finish(timer, CANCELED, now)
+            if self._events.active:
+                self._events.canceled(timer, now, duration)
             return
         spec = self._handlers.get(timer.handler)
         if interrupt == INTERRUPT_TIMEOUT and spec is not None:
@@ -91,7 +105,7 @@ class Outcomes:
             first = timer.first_attempt_at if timer.first_attempt_at is not None else now
             delay = spec.retry.next_delay(timer.attempts, first_attempt_at=first, now=now)
         if delay is None:
-            self.give_up(timer, message, now, current)
+            self.give_up(timer, message, now, current, duration)
             return
         self._stats.retried += 1
         due = now + delay
@@ -102,9 +116,15 @@ class Outcomes:
             timer.updated_at = now
             self._table.place(timer)
             self._arm()
+        if self._events.active:  # also when replaced meanwhile: this version will retry
+            self._events.retry(timer, now, duration, due, message)
 
-    def succeed(self, timers: list[Timer], now: float) -> None:
-        """Handlers returned normally: SUCCEEDED, with one batch of acks for the journal."""
+    def succeed(
+        self, timers: list[Timer], now: float, durations: list[float] | None = None
+    ) -> None:
+        """Handlers returned normally: SUCCEEDED, with one batch of acks for the journal.
+
+        ``durations`` (one per timer, when measured) only go into the events."""
         self._stats.succeeded += len(timers)
         current = self._table.timers
         finished = self._table.finished
@@ -114,17 +134,31 @@ class Outcomes:
                 timer.state = SUCCEEDED
                 timer.updated_at = now
                 finished[timer.key] = timer
+        events = self._events
+        if events.active:  # also for a timer replaced while it ran: its attempt is acked
+            for i, timer in enumerate(timers):
+                events.succeeded(timer, now, durations[i] if durations else None)
         self._table.purge_finished(now)
         if self._commits.journal is not None:
             self._commits.write([Ack(timer.key, timer.version, now) for timer in timers])
 
-    def give_up(self, timer: Timer, message: str, now: float, current: bool = True) -> None:
-        """No attempt more: DEAD, kept until redriven (and one WARNING line)."""
+    def give_up(
+        self,
+        timer: Timer,
+        message: str,
+        now: float,
+        current: bool = True,
+        duration: float | None = None,
+    ) -> None:
+        """No attempt more: DEAD, kept until redriven (and one WARNING line). ``duration`` is
+        None when no handler ran for this decision (an interrupted last attempt)."""
         timer.last_error = message
         self._stats.dead += 1
         self._commits.write([Dead(timer.key, timer.version, timer.attempts, message, now)])
         if current:
             self._table.finish(timer, DEAD, now)
+        if self._events.active:
+            self._events.dead(timer, now, duration, message)
         logger.warning(  # the bounded text, never the payload
             "timer %s (version %d) is DEAD after %d attempt(s): %s",
             timer.key,

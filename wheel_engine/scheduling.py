@@ -3,8 +3,10 @@
 Each change is made in the timer table first (so a timer due at once can fire while its commit
 is in flight) and then committed through :meth:`wheel_engine.commits.Commits.commit`; if the
 commit fails, the change is taken back out of memory, newest first, before the caller sees
-the error. Versions come from one counter: every new version of any key is higher than every
-version before it, in memory and in the journal.
+the error. Each change is emitted on the engine's :class:`~wheel_engine.events.EventBus` once
+it is committed (at once in memory), never if it was undone. Versions come from one counter:
+every new version of any key is higher than every version before it, in memory and in the
+journal.
 
 Inputs are validated already (:mod:`wheel_engine.validation`); nothing here raises for them.
 """
@@ -19,6 +21,7 @@ from journal import Cancel, Record, Redrive, Schedule
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.errors import EngineError
+from wheel_engine.events import EventBus
 from wheel_engine.firing import Trigger
 from wheel_engine.model import CancelResult, TimerInfo
 from wheel_engine.stats import Counters
@@ -46,6 +49,7 @@ class Scheduler:
         clock: Clock,
         trigger: Trigger,
         pool: WorkerPool,
+        events: EventBus,
     ) -> None:
         self.next_version = 1  # recovery sets it above the journal's highest
         self._table = table
@@ -57,6 +61,7 @@ class Scheduler:
         self._trigger = trigger
         self._arm = trigger.arm
         self._pool = pool
+        self._events = events
         self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
         self._key_counter = itertools.count(1)
 
@@ -88,6 +93,8 @@ class Scheduler:
         armed = trigger.armed_tick
         if armed is None or timer.tick < armed:
             trigger.arm()
+        if self._events.active and self._commits.journal is None:  # else once committed
+            self._events.scheduled(timer, self._clock.time())
         return timer, (request, timer, previous)
 
     async def commit(self, changes: list[Change]) -> None:
@@ -99,6 +106,10 @@ class Scheduler:
             for request, timer, _ in changes
         ]
         await self._commits.commit(records, track=True, undo=self._undo_schedules, subject=changes)
+        events = self._events
+        if events.active:
+            for _, timer, _ in changes:
+                events.scheduled(timer, now)
 
     async def make_durable(self, applied: list[tuple[Timer, Change | None]]) -> None:
         """Commit what :meth:`apply` changed, and wait for the commits in flight of the timers
@@ -139,6 +150,8 @@ class Scheduler:
         if self._commits.journal is not None:
             record = Cancel(timer.key, timer.version, timer.updated_at)
             await self._commits.commit([record], undo=self._undo_cancel, subject=timer)
+        if self._events.active:
+            self._events.canceled(timer, timer.updated_at)
         return CancelResult.CANCELED
 
     def _undo_cancel(self, timer: Timer) -> None:
@@ -173,6 +186,8 @@ class Scheduler:
                 [record], track=True, undo=self._undo_redrive, subject=(fresh, dead)
             )
         self._stats.redriven += 1
+        if self._events.active:
+            self._events.redriven(fresh, now)
         logger.info("redriven %s: version %d -> %d", key, dead.version, fresh.version)
         return info
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from journal import Attempt, Record
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
+from wheel_engine.events import EventBus
 from wheel_engine.outcomes import Outcomes
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_CRASH, QUEUED, Timer
@@ -54,6 +55,7 @@ class Starter:
         commits: Commits,
         stats: Counters,
         clock: Clock,
+        events: EventBus,
         *,
         arm: Callable[[], None],
         max_concurrency: int,
@@ -68,9 +70,10 @@ class Starter:
         self._handlers = table.handlers
         self._commits = commits
         self._outcomes = outcomes = Outcomes(
-            table, commits, stats, clock, arm=arm, max_error_bytes=max_error_bytes
+            table, commits, stats, clock, events, arm=arm, max_error_bytes=max_error_bytes
         )
         self._stats = stats
+        self._events = events
         self._clock = clock
         self._arm = arm
         self._max_concurrency = max_concurrency
@@ -81,7 +84,7 @@ class Starter:
         self._start_soon = False  # a start_queued callback is scheduled
         self._attempt_commits = 0  # groups whose attempts are being committed
         self.pool = WorkerPool(
-            self, outcomes, table.handlers, stats, clock, max_concurrency=max_concurrency
+            self, outcomes, table.handlers, stats, clock, events, max_concurrency=max_concurrency
         )
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -257,25 +260,36 @@ class Starter:
         self._arm()
 
     def _run_batch(self, inline: list[Timer], pooled: list[Timer]) -> None:
-        """A group's attempts are committed: run the plain ones now, hand the rest to workers."""
-        now = self._clock.time()
+        """A group's attempts are committed: run the plain ones now, hand the rest to workers.
+
+        Only while someone listens to events is each handler timed (two clock reads each)."""
+        clock = self._clock
+        now = clock.time()
         succeeded: list[Timer] = []
         handlers = self._handlers
         outcomes = self._outcomes
         stats = self._stats
+        events = self._events
+        durations: list[float] | None = [] if events.active else None
+        started = now
         for timer in inline:
             self.running -= 1
             if timer.interrupt == INTERRUPT_CANCEL:  # cancelled while its attempt committed
                 outcomes.complete(timer, asyncio.CancelledError(), cancelled=True)
                 continue
+            if durations is not None:
+                started = clock.time()
             try:
-                handlers[timer.handler].fn(firing_for(timer, now, stats))
+                handlers[timer.handler].fn(firing_for(timer, now, stats, events))
             except Exception as exc:
-                outcomes.complete(timer, exc)
+                ran = None if durations is None else clock.time() - started
+                outcomes.complete(timer, exc, duration=ran)
                 continue
             succeeded.append(timer)
-        if succeeded:
-            outcomes.succeed(succeeded, now)
+            if durations is not None:
+                durations.append(clock.time() - started)
+        if succeeded:  # when timed, the events' ``at`` (and the acks') is the group's end
+            outcomes.succeed(succeeded, now if durations is None else clock.time(), durations)
         if inline:
             self._inline_starting = False
             self.alone = None

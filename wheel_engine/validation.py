@@ -60,8 +60,11 @@ def check_engine_options(
     retention: float,
     max_retained: int,
     max_error_bytes: int,
+    admin: bool = False,
+    path: object = None,
 ) -> None:
-    """``Engine()``'s own arguments: ``ValueError`` for any out of range."""
+    """``Engine()``'s own arguments: ``ValueError`` for any out of range (or ``admin=True``
+    without a journal ``path``)."""
     if not (tick > 0 and math.isfinite(tick)):
         raise ValueError("tick must be a positive number of seconds")
     if durability not in ("full", "normal"):
@@ -76,6 +79,8 @@ def check_engine_options(
         raise ValueError("retention must be a number of seconds >= 0")
     if max_retained.__class__ is bool or not isinstance(max_retained, int) or max_retained < 0:
         raise ValueError("max_retained must be an int >= 0")
+    if admin and path is None:
+        raise ValueError("admin=True needs a journal path: the socket is named after it")
 
 
 class RequestChecker:

@@ -15,6 +15,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from wheel_engine.clock import Clock
+from wheel_engine.events import EventBus
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.model import Firing
 from wheel_engine.outcomes import Outcomes
@@ -30,14 +31,16 @@ WORKER_YIELD_EVERY = 256  # a worker yields to the loop after this many back-to-
 _new_tuple = tuple.__new__
 
 
-def firing_for(timer: Timer, now: float, stats: Counters) -> Firing:
+def firing_for(timer: Timer, now: float, stats: Counters, events: EventBus) -> Firing:
     """The :class:`~wheel_engine.model.Firing` a handler gets for the attempt starting now
-    (and the firing counted, with its lateness)."""
+    (and the firing counted, with its lateness, and emitted as ``fired``)."""
     lag = now - timer.due
     stats.fired += 1
     stats.lags.append(lag)
     if lag > stats.lag_max:
         stats.lag_max = lag
+    if events.active:
+        events.fired(timer, now)
     payload = timer.payload
     if payload is UNDECODED:
         payload = timer.decode_payload()
@@ -60,6 +63,7 @@ class WorkerPool:
         handlers: dict[str, HandlerSpec],
         stats: Counters,
         clock: Clock,
+        events: EventBus,
         *,
         max_concurrency: int,
     ) -> None:
@@ -70,6 +74,7 @@ class WorkerPool:
         self._outcomes = outcomes
         self._stats = stats
         self._clock = clock
+        self._events = events
         self._max_concurrency = max_concurrency
         self._go: deque[Timer] = deque()  # attempt committed, waiting for a worker task
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -119,6 +124,7 @@ class WorkerPool:
         starter = self._starter
         outcomes = self._outcomes
         stats = self._stats
+        events = self._events
         served = 0
         while go and not starter.closing:
             timer = go.popleft()
@@ -136,8 +142,9 @@ class WorkerPool:
                     clock.time() + spec.timeout,
                     functools.partial(self.interrupt, timer, INTERRUPT_TIMEOUT),
                 )
+            firing = None
             try:
-                firing = worker.firing = firing_for(timer, clock.time(), stats)
+                firing = worker.firing = firing_for(timer, clock.time(), stats, events)
                 timer.worker = worker
                 if spec.is_async:
                     await spec.fn(firing)
@@ -162,7 +169,12 @@ class WorkerPool:
             if timer.interrupt is not None and task.cancelling():
                 task.uncancel()
             starter.attempt_ended()
-            outcomes.complete(timer, error, cancelled=timer.interrupt == INTERRUPT_CANCEL)
+            ran = None  # measured only for a subscriber: no clock read per firing otherwise
+            if firing is not None and events.active:
+                ran = clock.time() - firing.fired_at
+            outcomes.complete(
+                timer, error, cancelled=timer.interrupt == INTERRUPT_CANCEL, duration=ran
+            )
             served += 1
             if served % WORKER_YIELD_EVERY == 0:
                 await asyncio.sleep(0)

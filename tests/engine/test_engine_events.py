@@ -1,7 +1,6 @@
 """engine.on_event (SPEC): which change emits which event, with which fields, in which order.
 
-Skipped on an engine without ``on_event`` (the events are wired into the engine separately from
-the bus, ``wheel_engine/events.py``, which ``tests/test_events.py`` tests on its own).
+The bus itself (``wheel_engine/events.py``) is tested on its own in ``tests/test_events.py``.
 """
 
 from __future__ import annotations
@@ -15,10 +14,6 @@ import pytest
 from wheel_engine import CancelResult, Engine, Firing, PermanentError, RetryPolicy
 from wheel_engine.events import Event, EventKind
 from wheel_engine.testing import VirtualClock
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(Engine, "on_event"), reason="Engine.on_event is not wired into this engine yet"
-)
 
 S, F, OK, R, D, C, RD = (
     EventKind.SCHEDULED,
@@ -38,7 +33,7 @@ def kinds(events: list[Event], key: str | None = None) -> list[EventKind]:
 
 def watched(engine: Engine) -> list[Event]:
     seen: list[Event] = []
-    engine.on_event(seen.append)  # type: ignore[attr-defined]
+    engine.on_event(seen.append)
     return seen
 
 
@@ -218,7 +213,7 @@ async def test_a_raising_callback_breaks_neither_the_engine_nor_other_subscriber
     def broken(event: Event) -> None:
         raise RuntimeError("hook down")
 
-    engine.on_event(broken)  # type: ignore[attr-defined]
+    engine.on_event(broken)
     seen = watched(engine)
     engine.register("h", lambda firing: None)
     async with engine:
@@ -233,7 +228,7 @@ async def test_unsubscribed_means_no_more_events() -> None:
     clock = VirtualClock()
     engine = Engine(None, clock=clock)
     seen: list[Event] = []
-    stop = engine.on_event(seen.append)  # type: ignore[attr-defined]
+    stop = engine.on_event(seen.append)
     engine.register("h", lambda firing: None)
     async with engine:
         await engine.schedule("h", delay=1)
