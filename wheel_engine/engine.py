@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from wheel_engine._build import compiled
 from wheel_engine.clock import Clock, SystemClock
 from wheel_engine.commits import Commits
 from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
@@ -358,8 +359,7 @@ class Engine:
 
     def stats(self) -> dict[str, Any]:
         """Counts by state, counters since start, lateness (seconds) and journal size."""
-        table = self._table
-        journal = self.journal
+        table, journal = self._table, self.journal
         return {  # O(1) but for the lag percentiles: metrics scrape this on a live loop
             "pending": table.pending(),
             "running": self._starter.running,
@@ -369,9 +369,10 @@ class Engine:
             **self._stats.as_dict(),
             "journal_records": journal.tail_records if journal is not None else 0,
             "last_compaction": self._commits.last_compaction,
+            "compiled": compiled(),  # which build runs: wheel_engine._build, computed once
         }
 
-    # ------------------------------------------------------------------ dead letters, compaction
+    # ------------------------------------------------- dead letters, compaction, test support
     async def redrive(self, key: str, *, at: datetime | float | None = None) -> TimerInfo:
         """Send a DEAD timer back to PENDING, due at ``at`` (default: now), attempts reset.
 
@@ -388,7 +389,6 @@ class Engine:
         self._check_open()
         await self._commits.compact()
 
-    # ------------------------------------------------------------------ test support
     def busy(self) -> bool:
         """Work is in flight off the loop (journal commits, thread handlers)."""
         return bool(self._pool.threads) or self._commits.busy()
