@@ -9,11 +9,13 @@ import shutil
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from journal import Attempt, Cancel, Journal
 from wheel_engine import CancelResult, Engine, Firing, RetryPolicy, TimerState
+from wheel_engine.handlers import HandlerFn
 from wheel_engine.testing import VirtualClock
 
 KEYS = [f"k{i}" for i in range(10)]
@@ -216,29 +218,42 @@ def dies_at(key: str, db: Path, into: Path, crashed: list[Path]) -> Callable[[Fi
     return handle
 
 
-async def test_a_plain_poison_timer_does_not_take_its_inline_group_down(tmp_path: Path) -> None:
-    """Plain handlers start in groups whose attempts share a commit, so a plain handler that
-    kills the process charges the rest of its group. A timer whose last attempt a crash cut
-    short starts alone: the poison dies alone."""
+async def crash_until_done(
+    tmp_path: Path,
+    poison: str,
+    keys: list[str],
+    handler: Callable[[str, Path, Path, list[Path]], HandlerFn],
+    **options: Any,
+) -> tuple[int, Engine]:
+    """Run an engine on a journal until a run ends without the poison "killing the process";
+    after each "crash" the next run starts on the copy the crash left. Returns the number of
+    crashes and the last engine (started: the caller closes it)."""
     clock = VirtualClock()
-    keys = [f"p{i:02d}" for i in range(20)]
     policy = RetryPolicy(max_attempts=3, initial=0, jitter=False)
     db = tmp_path / "t0.db"
     crashes = 0
     while True:
         crashed: list[Path] = []
-        engine = Engine(db, clock=clock, durability="normal")
-        into = tmp_path / f"t{crashes + 1}.db"
-        engine.register("h", dies_at("p05", db, into, crashed), retry=policy)
+        engine = Engine(db, clock=clock, durability="normal", **options)
+        engine.register(
+            "h", handler(poison, db, tmp_path / f"t{crashes + 1}.db", crashed), retry=policy
+        )
         await engine.start()
         if crashes == 0:
             await engine.schedule_many([{"handler": "h", "delay": 0, "key": key} for key in keys])
         await clock.advance(0.01)
         if not crashed or crashes > 3:
-            break
+            return crashes, engine
         crashes += 1
         await engine.close(grace=0)  # what is left of the dead process
         db = crashed[0]
+
+
+async def assert_only_the_poison_dies(
+    tmp_path: Path, handler: Callable[[str, Path, Path, list[Path]], HandlerFn], **options: Any
+) -> None:
+    keys = [f"p{i:02d}" for i in range(20)]
+    crashes, engine = await crash_until_done(tmp_path, "p05", keys, handler, **options)
     try:
         assert crashes == 3  # the poison ran exactly max_attempts times
         states = {key: engine.get(key).state for key in keys}  # type: ignore[union-attr]
@@ -246,6 +261,13 @@ async def test_a_plain_poison_timer_does_not_take_its_inline_group_down(tmp_path
         assert set(states.values()) == {TimerState.SUCCEEDED}
     finally:
         await engine.close(grace=0)
+
+
+async def test_a_plain_poison_timer_does_not_take_its_inline_group_down(tmp_path: Path) -> None:
+    """Plain handlers start in groups whose attempts share a commit, so a plain handler that
+    kills the process charges the rest of its group. A timer whose last attempt a crash cut
+    short starts alone: the poison dies alone."""
+    await assert_only_the_poison_dies(tmp_path, dies_at)
 
 
 def async_dies_at(
@@ -266,29 +288,4 @@ async def test_an_async_poison_timer_does_not_take_its_start_group_down(tmp_path
     """After a crash every interrupted timer starts alone, whatever its handler's kind, and the
     queue goes on only once its handler has run its first step: an async poison that kills the
     process at once is charged alone, never its group's partners (guarantee 5)."""
-    clock = VirtualClock()
-    keys = [f"a{i:02d}" for i in range(20)]
-    policy = RetryPolicy(max_attempts=3, initial=0, jitter=False)
-    db = tmp_path / "t0.db"
-    crashes = 0
-    while True:
-        crashed: list[Path] = []
-        engine = Engine(db, clock=clock, durability="normal", max_concurrency=4)
-        into = tmp_path / f"t{crashes + 1}.db"
-        engine.register("h", async_dies_at("a05", db, into, crashed), retry=policy)
-        await engine.start()
-        if crashes == 0:
-            await engine.schedule_many([{"handler": "h", "delay": 0, "key": key} for key in keys])
-        await clock.advance(0.01)
-        if not crashed or crashes > 3:
-            break
-        crashes += 1
-        await engine.close(grace=0)  # what is left of the dead process
-        db = crashed[0]
-    try:
-        assert crashes == 3  # the poison ran exactly max_attempts times
-        states = {key: engine.get(key).state for key in keys}  # type: ignore[union-attr]
-        assert states.pop("a05") is TimerState.DEAD
-        assert set(states.values()) == {TimerState.SUCCEEDED}
-    finally:
-        await engine.close(grace=0)
+    await assert_only_the_poison_dies(tmp_path, async_dies_at, max_concurrency=4)
