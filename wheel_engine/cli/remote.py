@@ -39,12 +39,10 @@ from wheel_engine.cli.output import (
     fmt_age,
     fmt_time,
 )
-from wheel_engine.validation import ON_CONFLICT
+from wheel_engine.validation import MAX_TIME, ON_CONFLICT
 
 __all__ = ["COMMANDS", "add_parsers", "cmd_cancel", "cmd_schedule", "parse_when", "via_admin"]
 
-#: The last second a due time may name: datetime (and so every display of it) ends there.
-MAX_DUE: Final = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC).timestamp()
 #: What an engine's refusal means for the exit code; any other code is EXIT_ERROR.
 _REFUSAL_EXIT: Final = {
     "unknown_handler": EXIT_PROBLEM,
@@ -122,7 +120,7 @@ def _iso_time(text: str, option: str) -> float:
 def _due_in_range(when: float, what: str) -> float:
     if not math.isfinite(when) or when < 0:
         raise _usage(f"{what}: not a time (it must be finite and not before 1970)")
-    if when > MAX_DUE:
+    if when > MAX_TIME:  # the engine's own bound: it would refuse the time too
         raise _usage(f"{what}: after the year 9999")
     return when
 
