@@ -154,10 +154,9 @@ class Commits:
 
     def write(self, records: list[Record]) -> None:
         """Outcome records are batched, not awaited: a lost ack only means firing again."""
-        journal = self.journal
-        if journal is None:
+        if self.journal is None:
             return
-        future = submit_safely(journal, records)  # never raises: a bad record never stalls
+        future = self.submit(records)  # never raises: a bad record never stalls the others
         future.add_done_callback(functools.partial(logged_write, records))
         self.maybe_compact()
 
