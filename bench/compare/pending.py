@@ -4,8 +4,17 @@ measured on top of them (:mod:`bench.compare.scaling` describes the figure).
 :class:`Scene` holds an asyncio loop whose heap holds N ``TimerHandle``\\ s and, on a second
 loop, ``Engine(None, tick=0.001)`` holding N timers, both with the same dues (uniform between
 one and two hours ahead, from a fixed seed); :meth:`Scene.grow` adds to both. A round runs on
-one loop while the other stands still; each first sleeps :data:`SETTLE` so the engine catches
-up the ticks it missed while the other loop ran, outside the measure.
+one loop while the other stands still; each first waits until its loop is idle
+(:func:`settle`), so the engine catches up the ticks it missed while the other loop ran outside
+the measure.
+
+Idle staging. The wheel moves the entries of a big slot ahead of time, a budget per loop
+callback, while the loop is otherwise idle (``wheel_engine.firing``): after a growth of
+millions of far timers that can be seconds of CPU, which would land in whichever rounds come
+next (how much depends on where the far dues fall against the wheel's slot boundaries, so on
+the time of day). It is the far timers' own cost (each entry moves at most ``levels - 1`` times
+over its life), not the measured operations', so :meth:`Scene.grow` waits it out and says how
+much CPU it took (``staging_cpu_s``, reported per size beside the figure).
 
 Guaranteed: a round returns the process CPU time per operation and how many cancelled timers
 fired anyway (``leaked``, which must be 0); an engine cancel that does not return ``CANCELED``
@@ -33,7 +42,10 @@ LEAK = "bench-leak"  #: the engine handler of timers that are cancelled (it must
 FAR_FROM = 3600.0  #: seconds from now to the earliest of the N pending dues
 FAR_SPAN = 3600.0  #: the N pending dues spread uniformly over this many seconds after FAR_FROM
 CHUNK = 100_000  #: the population grows this many timers at a time (bounds the transient lists)
-SETTLE = 0.005  #: seconds each round first sleeps, so the engine catches up the ticks it missed
+SETTLE = 0.005  #: seconds from the start of a round to its first due
+IDLE_SLICE = 0.01  #: a loop is idle when sleeping this long costs under IDLE_CPU of CPU
+IDLE_CPU = 0.2  #: the fraction of IDLE_SLICE an idle loop may spend (timer checks, noise)
+IDLE_WAIT = 120.0  #: seconds settle() waits at most for a loop to go idle
 PAIR_BYTES = 1000  #: bytes per pending pair (engine timer + TimerHandle) assumed before measuring
 MARGIN = 1.3  #: headroom on the memory estimate (allocator slack, the rounds' own timers)
 MEASURED_FROM = 100_000  #: the measured bytes per pair replace PAIR_BYTES from this many pending
@@ -83,8 +95,9 @@ class Scene:
         asyncio.set_event_loop(self.engine_loop)
         return self.engine_loop.run_until_complete(coro)
 
-    def grow(self, n: int) -> None:
-        """Add pending timers to both sides until each holds ``n``, then freeze them."""
+    def grow(self, n: int) -> float:
+        """Add pending timers to both sides until each holds ``n``, freeze them, and wait out
+        the engine's idle staging; returns the CPU seconds that staging took."""
         while self.pending < n:
             k = min(CHUNK, n - self.pending)
             dues = [FAR_FROM + FAR_SPAN * self.rng.random() for _ in range(k)]
@@ -93,6 +106,8 @@ class Scene:
             self.pending += k
         gc.collect()
         gc.freeze()
+        staging: float = self.on_engine(settle())
+        return staging
 
     def fire(self, on_engine: bool, offs: list[float]) -> Metrics:
         """One schedule + fire round of ``len(offs)`` timers due at ``offs`` from now."""
@@ -144,6 +159,21 @@ async def _engine_hold(engine: Any, dues: list[float]) -> None:
         await engine.schedule_many([{"handler": LEAK, "at": base + d} for d in dues[i : i + BATCH]])
 
 
+async def settle() -> float:
+    """Sleep in slices until one costs this process almost no CPU (its loop has nothing left
+    to do); returns the CPU seconds spent before that slice. Raises ``TimeoutError`` after
+    :data:`IDLE_WAIT` seconds."""
+    start = time.process_time()
+    deadline = time.monotonic() + IDLE_WAIT
+    while True:
+        c0 = time.process_time()
+        await asyncio.sleep(IDLE_SLICE)
+        if time.process_time() - c0 < IDLE_SLICE * IDLE_CPU:
+            return c0 - start
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the loop was still busy after {IDLE_WAIT:g} s")
+
+
 def rss() -> int:
     """Resident bytes of this process (0 where /proc is missing)."""
     try:
@@ -185,7 +215,7 @@ def _metrics(c0: float, m: int, leaked: int) -> Metrics:
 
 async def _loop_fire(relay: Relay, offs: list[float]) -> Metrics:
     loop = asyncio.get_running_loop()
-    await asyncio.sleep(SETTLE)
+    await settle()
     done = _countdown(relay, len(offs))
     call_at, fire = loop.call_at, relay.fire
     c0 = time.process_time()
@@ -197,7 +227,7 @@ async def _loop_fire(relay: Relay, offs: list[float]) -> Metrics:
 
 
 async def _engine_fire(engine: Any, relay: Relay, offs: list[float]) -> Metrics:
-    await asyncio.sleep(SETTLE)
+    await settle()
     done = _countdown(relay, len(offs))
     schedule = engine.schedule
     c0 = time.process_time()
@@ -210,7 +240,7 @@ async def _engine_fire(engine: Any, relay: Relay, offs: list[float]) -> Metrics:
 
 async def _loop_cancel(scene: Scene, offs: list[float], window: float) -> Metrics:
     loop = asyncio.get_running_loop()
-    await asyncio.sleep(SETTLE)
+    await settle()
     m, leaked = len(offs), scene.leaked
     done = _countdown(scene.relay, 1)
     call_at, leak = loop.call_at, scene._leak
@@ -231,7 +261,7 @@ async def _loop_cancel(scene: Scene, offs: list[float], window: float) -> Metric
 async def _engine_cancel(scene: Scene, offs: list[float], window: float) -> Metrics:
     from wheel_engine import CancelResult
 
-    await asyncio.sleep(SETTLE)
+    await settle()
     m, leaked = len(offs), scene.leaked
     done = _countdown(scene.relay, 1)
     schedule, cancel = scene.engine.schedule, scene.engine.cancel

@@ -40,6 +40,7 @@ def test_every_size_is_measured_on_both_sides_or_skipped_for_memory() -> None:
             r.skipped and r.skipped.startswith("does not fit: needs about") for r in huge.results
         )
     assert list(data["skipped"]) == [str(HUGE)]
+    assert sorted(data["staging_cpu_s"]) == ["1000", "200"]  # idle staging, waited out
     table = data["table"]
     assert table["figure"] == "7" and len(table["rows"]) == 3
     assert table["rows"][2] == [f"{HUGE:,}", *["skipped", "skipped", "-"] * len(OPS)]
