@@ -38,6 +38,15 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.wheel.staging",
     "wheel_engine.wheel.wheel",
     "wheel_engine.timer",
+    "wheel_engine.firing",
+    "wheel_engine.inline",
+    "wheel_engine.starting",
+    "wheel_engine.workers",
+    "wheel_engine.outcomes",
+    "wheel_engine.stats",
+    "wheel_engine.events",
+    "wheel_engine.handlers",
+    "wheel_engine.retry",
     "journal.codec",
 )
 

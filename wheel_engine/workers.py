@@ -34,11 +34,7 @@ _new_tuple = tuple.__new__
 def firing_for(timer: Timer, now: float, stats: Counters, events: EventBus) -> Firing:
     """The :class:`~wheel_engine.model.Firing` a handler gets for the attempt starting now
     (and the firing counted, with its lateness, and emitted as ``fired``)."""
-    lag = now - timer.due
-    stats.fired += 1
-    stats.lags.append(lag)
-    if lag > stats.lag_max:
-        stats.lag_max = lag
+    stats.count_firing(now - timer.due)
     if events.active:
         events.fired(timer, now)
     payload = timer.payload
