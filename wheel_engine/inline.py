@@ -130,3 +130,5 @@ class InlineRunner:
         if self._timers.get(key) is timer:  # not replaced while it ran
             timer.state = SUCCEEDED
             self._finished[key] = timer
+        if self._events.active:  # the handler subscribed: the runner stops after this one
+            self._events.succeeded(timer, now, None)

@@ -98,6 +98,7 @@ class Starter:
         """Due timers join the queue, in (tick, version) order; nothing is charged yet.
 
         The common case skips the queue: see :meth:`_inline_now`."""
+        taken = 0
         if not self._ready and self._inline_now():
             self.running += 1  # the one plain handler running at a time
             taken = self._runner.run_batch(batch, now, INLINE_BATCH)
@@ -128,7 +129,10 @@ class Starter:
             queued += 1
         if queued:
             table.queued += queued
-            self.start_queued()
+            if taken == INLINE_BATCH:  # a group ran already: the next in a callback of its own
+                self.start_later()
+            else:
+                self.start_queued()
 
     def start_queued(self) -> None:
         """Take from the head of the queue what can start now and commit those attempts."""
