@@ -29,7 +29,8 @@ import sys
 from pathlib import Path
 
 #: The modules compiled with mypyc, grouped by top-level package (one shared library each).
-#: The fire path's parts are here (what each gained: ``docs/design.md``, "Compiled core").
+#: The fire path's parts are here: interpreted engine code reading a compiled ``Timer`` pays a
+#: descriptor call per attribute, so the code that touches timers per firing is compiled too.
 #: Candidates once they settle: the timer-table and scheduling modules, the recovery fold.
 COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.wheel.entry",
