@@ -27,6 +27,7 @@ from journal import Attempt, Record
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
+from wheel_engine.inline import InlineRunner
 from wheel_engine.outcomes import Outcomes
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_CRASH, QUEUED, Timer
@@ -86,6 +87,7 @@ class Starter:
         self.pool = WorkerPool(
             self, outcomes, table.handlers, stats, clock, events, max_concurrency=max_concurrency
         )
+        self._runner = InlineRunner(table, outcomes, stats, events)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -93,7 +95,18 @@ class Starter:
 
     # ------------------------------------------------------------------ the queue
     def enqueue(self, batch: list[Timer], now: float) -> None:
-        """Due timers join the queue, in (tick, version) order; nothing is charged yet."""
+        """Due timers join the queue, in (tick, version) order; nothing is charged yet.
+
+        The common case skips the queue: see :meth:`_inline_now`."""
+        taken = 0
+        if not self._ready and self._inline_now():
+            self.running += 1  # the one plain handler running at a time
+            taken = self._runner.run_batch(batch, now, INLINE_BATCH)
+            self.running -= 1
+            if taken == len(batch):
+                return
+            if taken:
+                batch = batch[taken:]
         handlers = self._handlers
         table = self._table
         ready = self._ready
@@ -116,13 +129,25 @@ class Starter:
             queued += 1
         if queued:
             table.queued += queued
-            self.start_queued()
+            if taken == INLINE_BATCH:  # a group ran already: the next in a callback of its own
+                self.start_later()
+            else:
+                self.start_queued()
 
     def start_queued(self) -> None:
         """Take from the head of the queue what can start now and commit those attempts."""
         self._start_soon = False
         if self.closing:
             return
+        if self._inline_now():
+            self.running += 1
+            ran = self._runner.run_queue(self._ready, self._clock.time(), INLINE_BATCH)
+            self.running -= 1
+            if ran:
+                self._table.purge_finished(self._clock.time())
+                if ran == INLINE_BATCH:  # the rest in a callback of its own: others interleave
+                    self.start_later()
+                    return
         inline, pooled = self._take()
         if not inline and not pooled:
             return
@@ -139,6 +164,17 @@ class Starter:
         ]
         committed = self._commits.submit(records)  # never raises
         committed.add_done_callback(lambda future: self._attempts_committed(future, inline, pooled))
+
+    def _inline_now(self) -> bool:
+        """True when plain handlers may run at once, off the general path (:mod:`.inline`): in
+        memory, nobody subscribed to events, no crash suspect, no group under way."""
+        return (
+            self._commits.journal is None
+            and not self.closing
+            and not self._events.active
+            and self.alone is None
+            and not self._inline_starting
+        )
 
     def _take(self) -> tuple[list[Timer], list[Timer]]:
         """Pop the next group off the queue: (plain ones to run inline, ones for the workers)."""
