@@ -41,3 +41,34 @@ def sql(url: str, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
 
 def db_now(url: str) -> float:
     return float(sql(url, "SELECT extract(epoch FROM now())::float8")[0][0])
+
+
+#: The state names by the code the PostgreSQL journal stores.
+_STATE_NAMES = ("PENDING", "RUNNING", "SUCCEEDED", "CANCELED", "DEAD")
+
+
+def state_of(url: str, key: str) -> str | None:
+    """``key``'s state in the database (None: no such row)."""
+    rows = sql(url, "SELECT state FROM wheel_timers WHERE key = %s", (key,))
+    return None if not rows else _STATE_NAMES[rows[0][0]]
+
+
+def owned(e: Engine) -> list[int]:
+    """The partitions ``e`` may fire in now."""
+    return list(e.stats()["partitions"])
+
+
+def key_in(partitions: list[int], prefix: str = "k") -> str:
+    """A key whose partition is one of ``partitions`` (of the default 64)."""
+    from journal.postgres import partition_of
+
+    return next(
+        key
+        for key in (f"{prefix}{n}" for n in range(10_000))
+        if partition_of(key, 64) in partitions
+    )
+
+
+async def balanced(a: Engine, b: Engine) -> None:
+    """Wait until ``a`` and ``b`` hold 32 partitions each (the fair share of two nodes)."""
+    await until(lambda: len(owned(a)) == 32 and len(owned(b)) == 32)
