@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from node_support import engine, sql, state_of, until
+from node_support import db_now, engine, sql, state_of, until
 
 from wheel_engine import (
     CancelResult,
@@ -19,6 +20,7 @@ from wheel_engine import (
     RetryPolicy,
     TimerState,
 )
+from wheel_engine.clock import Cancellable, SystemClock
 
 
 async def test_a_timer_is_scheduled_and_fires_through_the_database(pg_url: str) -> None:
@@ -158,3 +160,32 @@ async def test_a_timer_beyond_the_horizon_is_loaded_in_time_and_fires(pg_url: st
         assert e.get("far") is None  # beyond the horizon: only the database holds it
         await until(lambda: bool(fired))
         assert fired[0] >= info.due
+
+
+class _AheadClock(SystemClock):
+    """A node whose wall clock runs ``ahead`` seconds fast (clock skew against the database)."""
+
+    __slots__ = ()
+    ahead = 0.5
+
+    def time(self) -> float:
+        return time.time() + self.ahead
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Cancellable:
+        return super().call_at(when - self.ahead, callback)
+
+
+async def test_a_node_whose_clock_runs_ahead_never_fires_early_by_the_database(
+    pg_url: str,
+) -> None:
+    fired: list[float] = []
+    e = engine(pg_url, "fast", clock=_AheadClock())
+    e.register("h", lambda firing: fired.append(time.time()))
+    async with e:
+        due = db_now(pg_url) + 1.0
+        await e.schedule("h", at=due, key="skewed")
+        await until(lambda: bool(fired))
+    # This node asked half a second early; the database said "not yet" and it asked again.
+    assert fired[0] >= due
+    claimed_at = sql(pg_url, "SELECT first_attempt_at FROM wheel_timers WHERE key = 'skewed'")
+    assert claimed_at[0][0] >= due

@@ -50,13 +50,14 @@ UNUSABLE_RETRY: Final = 0.2
 class NodeClaims:
     """One attempt statement's answer (see :class:`~wheel_engine.storage.Claims`)."""
 
-    __slots__ = ("_early", "_result", "_sink")
+    __slots__ = ("_early", "_result", "_sink", "_unsent")
 
-    def __init__(self, sink: NodeSink, result: AttemptResult) -> None:
+    def __init__(self, sink: NodeSink, result: AttemptResult, unsent: set[str]) -> None:
         self._sink = sink
         self._result = {(c.key, c.version): c for c in result.claimed}
         db_now = result.db_now
         self._early = {key: due - db_now for key, due in result.early} if db_now else {}
+        self._unsent = unsent  # not asked: their lease was too near its end to fire
 
     def keep(self, timer: Timer) -> bool:
         claimed = self._result.get((timer.key, timer.version))
@@ -70,8 +71,9 @@ class NodeClaims:
         if timer.state is not PENDING:
             return False  # cancelled here meanwhile
         wait = self._early.get(timer.key)
-        if wait is None and sink.store.partition_of(timer.key) in sink.store.leases.owned:
-            wait = UNUSABLE_RETRY  # held but too near the lease's end: try after the renewal
+        held = sink.store.partition_of(timer.key) in sink.store.leases.owned
+        if wait is None and timer.key in self._unsent and held:
+            wait = UNUSABLE_RETRY  # still held: try again once the lease is renewed
         if wait is None:
             sink.adopter.forget(timer)
         else:
@@ -152,18 +154,22 @@ class NodeSink:
 
     async def _attempt(self, records: list[Record]) -> NodeClaims:
         pairs = [(record.key, record.version) for record in records]
+        store = self.store
+        epoch_of, partition_of = store.leases.epoch_of, store.partition_of
+        # What store.attempt leaves out, decided at the same instant (before its first await).
+        unsent = {key for key, _ in pairs if epoch_of(partition_of(key)) is None}
         try:
-            result = await self.store.attempt(pairs)
+            result = await store.attempt(pairs)
         except JournalError:
             # Its commit may have happened: give back whatever it claimed, then fail the group
             # (the starter tries again in a moment). If this fails too, the row stays RUNNING
             # under this node's epoch until the partition changes hands.
             try:
-                await self.store.unclaim(pairs)
+                await store.unclaim(pairs)
             except JournalError:
                 logger.warning("could not give back %d attempt(s)", len(pairs))
             raise
-        return NodeClaims(self, result)
+        return NodeClaims(self, result, unsent)
 
     def retry_later(self, timer: Timer, wait: float) -> None:
         """Back into the wheel after ``wait`` seconds (the database says it is not due yet)."""
