@@ -23,7 +23,6 @@ from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
 from wheel_engine.errors import EngineError
 from wheel_engine.events import EventBus, Subscriber
 from wheel_engine.firing import Trigger
-from wheel_engine.gcpause import gc_paused
 from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.nodes.options import check_node_options, node_for
@@ -65,9 +64,8 @@ class Engine:
     ``admin=True`` serves the CLI's writing commands on ``<journal>-admin.sock`` while the
     engine runs (:mod:`wheel_engine.admin`); it needs a journal path.
 
-    A ``postgresql://`` URL shares the journal with other engines (nodes): ``node`` names this
-    one (default: host name and pid), ``lease`` and ``horizon`` are in seconds (see
-    ``docs/guide/several-nodes.md``); they are rejected with a SQLite path.
+    A ``postgresql://`` URL shares the journal with other engines (``docs/guide/several-nodes.md``):
+    ``node`` names this one (default: host name and pid); ``lease``, ``horizon`` in seconds.
     """
 
     def __init__(
@@ -135,7 +133,8 @@ class Engine:
         self._scheduler = Scheduler(
             self._table, self._commits, self._stats, self.clock, self._trigger, self._pool, events
         )
-        self._storage: Storage = LocalStorage(self._scheduler, self._commits, self._table)
+        self._local = LocalStorage(self._scheduler, self._commits, self._table, self._check)
+        self._storage: Storage = self._local  # Node.open() replaces it on PostgreSQL
         self._started = False
         self._closing = False  # no new work is accepted
         self._close_begun = False
@@ -209,18 +208,13 @@ class Engine:
         self._table.start_wheel(self.clock.time())
         if self._node is not None:
             parts = (self._table, self._trigger, self._pool, self._commits, self._stats)
-            self._storage = await self._node.open(*parts, self.clock, self._events)
+            self._storage = await self._node.open(*parts, self._check, self.clock, self._events)
         elif self.path is not None:
-            recovered = await self._commits.open(self.path, self.durability)
-            self._scheduler.next_version = recovered.max_version + 1
-            with gc_paused(len(recovered.timers)):
-                self._table.restore(recovered, self.clock.time(), self.path)
+            await self._local.open(self.path, self.durability, self.clock)
         self._started = True
         self.clock.attach(self)
         self._starter.start(loop)
         self._trigger.start(loop, self._starter.enqueue)
-        if self._node is not None:
-            self._node.start()
         if self.admin:
             from wheel_engine.admin import AdminServer, admin_path
 
@@ -319,6 +313,8 @@ class Engine:
         self._check_open()
         now = self.clock.time()
         request = self._check.request(handler, at, delay, payload, key, on_conflict, now)
+        if self.path is None:  # in memory: no commit to wait for, so no coroutine to pay for
+            return self._local.schedule_now(request)
         return await self._storage.schedule(request)
 
     async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
@@ -330,9 +326,7 @@ class Engine:
         self._check_open()
         if not isinstance(requests, list | tuple):
             requests = list(requests)
-        with gc_paused(len(requests)):
-            checked = self._check.batch(requests, self.clock.time())
-        return await self._storage.schedule_many(checked)
+        return await self._storage.schedule_many(requests, self.clock.time())
 
     async def cancel(self, key: str, *, version: int | None = None) -> CancelResult:
         """Cancel the timer ``key`` (only if ``version`` is its live version, when given).

@@ -22,18 +22,20 @@ ends, and fences outcomes by the claim's epoch. So the engine's parts talk to th
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
 
 if TYPE_CHECKING:
     from journal import Record
+    from wheel_engine.clock import Clock
     from wheel_engine.commits import Commits
     from wheel_engine.scheduling import Scheduler
     from wheel_engine.timer import Timer
     from wheel_engine.timers import TimerTable
-    from wheel_engine.validation import ScheduleRequest
+    from wheel_engine.validation import RequestChecker, ScheduleRequest
 
 __all__ = ["Claims", "LocalStorage", "RecordSink", "Storage"]
 
@@ -46,7 +48,11 @@ class Storage(Protocol):
 
     async def schedule(self, request: ScheduleRequest) -> TimerInfo: ...
 
-    async def schedule_many(self, requests: list[ScheduleRequest]) -> list[TimerInfo]: ...
+    async def schedule_many(
+        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+    ) -> list[TimerInfo]:
+        """Check every request (one bad one rejects all, nothing changed), then schedule."""
+        ...
 
     async def cancel(self, key: str, version: int | None) -> CancelResult: ...
 
@@ -90,14 +96,28 @@ class LocalStorage:
     """:class:`Storage` over the SQLite journal (or none: in memory) through the engine's own
     scheduler and commit path: memory first, then committed, undone on failure."""
 
-    __slots__ = ("_apply", "_commits", "_make_durable", "_scheduler", "_table")
+    __slots__ = ("_apply", "_check", "_commits", "_make_durable", "_scheduler", "_table")
 
-    def __init__(self, scheduler: Scheduler, commits: Commits, table: TimerTable) -> None:
+    def __init__(
+        self, scheduler: Scheduler, commits: Commits, table: TimerTable, check: RequestChecker
+    ) -> None:
         self._scheduler = scheduler
+        self._check = check
         self._apply = scheduler.apply
         self._make_durable = scheduler.make_durable
         self._commits = commits
         self._table = table
+
+    async def open(self, path: str, durability: Literal["full", "normal"], clock: Clock) -> None:
+        """Open and recover the journal at ``path`` into the table."""
+        recovered = await self._commits.open(path, durability)
+        self._scheduler.next_version = recovered.max_version + 1
+        with gc_paused(len(recovered.timers)):
+            self._table.restore(recovered, clock.time(), path)
+
+    def schedule_now(self, request: ScheduleRequest) -> TimerInfo:
+        """In memory (no journal): :meth:`schedule` without a coroutine, for the hot path."""
+        return self._apply(request)[0].info()
 
     async def schedule(self, request: ScheduleRequest) -> TimerInfo:
         timer, change = self._apply(request)
@@ -106,10 +126,13 @@ class LocalStorage:
             await self._make_durable([(timer, change)])
         return info
 
-    async def schedule_many(self, requests: list[ScheduleRequest]) -> list[TimerInfo]:
-        with gc_paused(len(requests)):
+    async def schedule_many(
+        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+    ) -> list[TimerInfo]:
+        with gc_paused(len(requests)):  # one pause for checking and applying: bulk allocations
+            checked = self._check.batch(requests, now)
             apply = self._apply
-            applied = [apply(request) for request in requests]
+            applied = [apply(request) for request in checked]
             infos = [timer.info() for timer, _ in applied]  # as scheduled, before any firing
         if self._commits.journal is not None:
             await self._make_durable(applied)

@@ -2,7 +2,7 @@
 
 :class:`Node` is what ``Engine("postgresql://...")`` holds. :meth:`Node.open` connects (and
 creates or upgrades the schema), sets the feed's cursor, takes this node's first partitions,
-loads their horizon and makes the store the engine's record sink and storage; :meth:`Node.start`
+loads their horizon and makes the store the engine's record sink and storage; it then
 runs the lease loop, the change feed and the refill as tasks; :meth:`Node.stop` ends them (the
 engine closes the store afterwards, through its commit path, which releases the partitions).
 
@@ -30,6 +30,7 @@ from wheel_engine.nodes.scheduler import NodeScheduler
 from wheel_engine.nodes.sink import NodeSink
 from wheel_engine.stats import Counters
 from wheel_engine.timers import TimerTable
+from wheel_engine.validation import RequestChecker
 from wheel_engine.workers import WorkerPool
 
 __all__ = ["Node"]
@@ -65,10 +66,12 @@ class Node:
         pool: WorkerPool,
         commits: Commits,
         stats: Counters,
+        check: RequestChecker,
         clock: Clock,
         events: EventBus,
     ) -> NodeScheduler:
-        """Connect, take partitions, load their horizon; returns the engine's storage."""
+        """Connect, take partitions, load their horizon, start the loops; returns the
+        engine's storage."""
         store = await PostgresStore.open(
             self.url, node=self.name, lease=self.lease, horizon=self.horizon
         )
@@ -86,15 +89,18 @@ class Node:
             raise
         self.store, self._sink = store, sink
         commits.journal = sink
-        return NodeScheduler(store, adopter, table, pool, stats, clock, events)
+        self._start()
+        return NodeScheduler(store, adopter, table, pool, stats, clock, events, check)
 
     def _running_in(self, partition: int) -> bool:
         assert self.store is not None and self._sink is not None
         partition_of = self.store.partition_of
         return any(partition_of(key) == partition for key in self._sink.epochs)
 
-    def start(self) -> None:
-        """Run the lease loop, the change feed and the refill (until :meth:`stop`)."""
+    def _start(self) -> None:
+        """Run the lease loop, the change feed and the refill (until :meth:`stop`). Their
+        first rounds come a period later; until the engine's trigger starts they only fill
+        the wheel."""
         loop = asyncio.get_running_loop()
         for name, work in (
             ("leases", self._keeper.run()),

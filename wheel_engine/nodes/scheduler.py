@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import itertools
 import secrets
+from collections.abc import Mapping
+from typing import Any
 
 from journal.postgres import LiveKeyConflict, PostgresStore, StoredTimer
 from wheel_engine.clock import Clock
@@ -31,7 +33,7 @@ from wheel_engine.nodes.adopting import Adopter, timer_of
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
-from wheel_engine.validation import ScheduleRequest, decode_payload
+from wheel_engine.validation import RequestChecker, ScheduleRequest, decode_payload
 from wheel_engine.workers import WorkerPool
 
 __all__ = ["NodeScheduler", "info_of"]
@@ -64,7 +66,9 @@ class NodeScheduler:
         stats: Counters,
         clock: Clock,
         events: EventBus,
+        check: RequestChecker,
     ) -> None:
+        self._check = check
         self._store = store
         self._adopter = adopter
         self._table = table
@@ -76,9 +80,14 @@ class NodeScheduler:
         self._key_counter = itertools.count(1)
 
     async def schedule(self, request: ScheduleRequest) -> TimerInfo:
-        return (await self.schedule_many([request]))[0]
+        return (await self._schedule([request]))[0]
 
-    async def schedule_many(self, requests: list[ScheduleRequest]) -> list[TimerInfo]:
+    async def schedule_many(
+        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+    ) -> list[TimerInfo]:
+        return await self._schedule(self._check.batch(requests, now))
+
+    async def _schedule(self, requests: list[ScheduleRequest]) -> list[TimerInfo]:
         store = self._store
         asked = [
             store.request(
