@@ -314,7 +314,7 @@ class Engine:
         now = self.clock.time()
         request = self._check.request(handler, at, delay, payload, key, on_conflict, now)
         if self.path is None:  # in memory: no commit to wait for, so no coroutine to pay for
-            return self._local.schedule_now(request)
+            return self._scheduler.apply(request)[0].info()
         return await self._storage.schedule(request)
 
     async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:

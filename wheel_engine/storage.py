@@ -115,10 +115,6 @@ class LocalStorage:
         with gc_paused(len(recovered.timers)):
             self._table.restore(recovered, clock.time(), path)
 
-    def schedule_now(self, request: ScheduleRequest) -> TimerInfo:
-        """In memory (no journal): :meth:`schedule` without a coroutine, for the hot path."""
-        return self._apply(request)[0].info()
-
     async def schedule(self, request: ScheduleRequest) -> TimerInfo:
         timer, change = self._apply(request)
         info = timer.info()  # what was scheduled: it may fire (and change) before we resume

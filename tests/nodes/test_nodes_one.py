@@ -16,6 +16,7 @@ from wheel_engine import (
     Engine,
     EngineError,
     Firing,
+    JournalError,
     PermanentError,
     RetryPolicy,
     TimerState,
@@ -189,3 +190,12 @@ async def test_a_node_whose_clock_runs_ahead_never_fires_early_by_the_database(
     assert fired[0] >= due
     claimed_at = sql(pg_url, "SELECT first_attempt_at FROM wheel_timers WHERE key = 'skewed'")
     assert claimed_at[0][0] >= due
+
+
+async def test_an_unreachable_database_fails_start_with_one_clear_error() -> None:
+    e = Engine("postgresql://wheel:secret@127.0.0.1:1/timers", node="a")
+    with pytest.raises(JournalError, match=r"127\.0\.0\.1:1") as caught:
+        await e.start()
+    assert "secret" not in str(caught.value)
+    with pytest.raises(EngineError, match="not started"):
+        await e.schedule("h", delay=1)

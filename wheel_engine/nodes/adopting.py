@@ -106,8 +106,8 @@ class Adopter:
     def _pending(self, local: Timer | None, row: StoredTimer) -> bool:
         held = row.partition in self._store.leases.owned
         if not held or not self._store.horizon.covers(row.due, row.version):
-            if local is not None and local.state is PENDING:
-                self.forget(local)  # replaced; the loader brings the new version in time
+            if local is not None and local.state is not RUNNING:
+                self.forget(local)  # replaced or redriven; its owner's loader brings it in time
             return False
         table = self._table
         if local is not None and local.state is PENDING:
