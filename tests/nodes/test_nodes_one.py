@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from node_support import db_now, engine, sql, state_of, until
+from node_support import Slow, db_now, engine, sql, state_of, until
 
 from wheel_engine import (
     CancelResult,
@@ -85,18 +85,8 @@ async def test_retries_dead_letters_and_redrive_go_through_the_database(pg_url: 
 
 async def test_cancel_of_pending_and_running_timers_and_a_stale_version(pg_url: str) -> None:
     e = engine(pg_url, "a")
-    started = asyncio.Event()
-    stopped: list[str] = []
-
-    @e.handler("slow")
-    async def slow(firing: Firing) -> None:
-        started.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            stopped.append(firing.key)
-            raise
-
+    slow = Slow()
+    e.register("slow", slow)
     async with e:
         pending = await e.schedule("slow", delay=30, key="p")  # within the horizon: held here
         assert await e.cancel("p", version=pending.version + 1000) is CancelResult.NOT_FOUND
@@ -108,10 +98,10 @@ async def test_cancel_of_pending_and_running_timers_and_a_stale_version(pg_url: 
         assert await e.cancel("p") is CancelResult.ALREADY_DONE
         assert await e.cancel("nothing") is CancelResult.NOT_FOUND
         await e.schedule("slow", delay=0, key="r")
-        await asyncio.wait_for(started.wait(), 10)
+        await asyncio.wait_for(slow.started.wait(), 10)
         assert await e.cancel("r") is CancelResult.CANCEL_REQUESTED
         await until(lambda: state_of(pg_url, "r") == "CANCELED")
-        assert stopped == ["r"]
+        assert slow.stopped == ["r"]
 
 
 async def test_on_conflict_is_decided_by_the_database(pg_url: str) -> None:
