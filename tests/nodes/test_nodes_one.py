@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -140,6 +142,7 @@ def test_node_options_need_a_url_and_are_checked_before_anything_is_written(
             Engine(url, **bad)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         Engine(url, lease="10")  # type: ignore[arg-type]
+    assert Engine(url).stats()["node"] == f"{socket.gethostname()}-{os.getpid()}"
 
 
 async def test_a_timer_beyond_the_horizon_is_loaded_in_time_and_fires(pg_url: str) -> None:
