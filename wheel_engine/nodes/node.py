@@ -79,7 +79,7 @@ class Node:
         )
         try:
             adopter = Adopter(table, trigger, pool, store)
-            sink = NodeSink(store, adopter, table, trigger, clock)
+            sink = NodeSink(store, adopter, table, trigger)
             self._keeper = LeaseKeeper(store, adopter, self._running_in)
             self._feed = FeedReader(store, adopter, self._keeper.wake)
             self._refiller = Refiller(store, adopter, self.retention)
