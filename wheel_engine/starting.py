@@ -22,6 +22,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from journal import Attempt, Record
 from wheel_engine.clock import Clock
@@ -249,13 +250,13 @@ class Starter:
 
     # ------------------------------------------------------------------ committed groups
     def _attempts_committed(
-        self, future: asyncio.Future[None], inline: list[Timer], pooled: list[Timer]
+        self, future: asyncio.Future[Claims | None], inline: list[Timer], pooled: list[Timer]
     ) -> None:
         self._attempt_commits -= 1
         if future.cancelled() or future.exception() is not None:
             self._attempts_failed(future, inline, pooled)
             return
-        claims = future.result()
+        claims: Claims | None = future.result()
         if claims is not None:  # a store that may refuse attempts (PostgreSQL): see storage
             inline, pooled = self._claimed(claims, inline, pooled)
         if self.closing:  # not run: they fire again after the next start
@@ -283,7 +284,7 @@ class Starter:
         return kept_inline, kept_pooled
 
     def _attempts_failed(
-        self, future: asyncio.Future[None], inline: list[Timer], pooled: list[Timer]
+        self, future: asyncio.Future[Any], inline: list[Timer], pooled: list[Timer]
     ) -> None:
         """The group's attempt commit failed: its timers go back into the wheel, uncharged."""
         first = (inline or pooled)[0]
