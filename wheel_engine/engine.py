@@ -24,7 +24,7 @@ from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
 from wheel_engine.errors import EngineError
 from wheel_engine.events import EventBus, Subscriber
 from wheel_engine.firing import Trigger
-from wheel_engine.gcpause import gc_paused
+from wheel_engine.gcpause import BULK, gc_paused
 from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.retry import RetryPolicy
@@ -195,9 +195,9 @@ class Engine:
         loop = asyncio.get_running_loop()
         self._table.start_wheel(self.clock.time())
         if self.path is not None:
-            recovered = await self._commits.open(self.path, self.durability)
-            self._scheduler.next_version = recovered.max_version + 1
-            with gc_paused(len(recovered.timers)):
+            with gc_paused(BULK):  # recovery and restore: every object they make stays alive
+                recovered = await self._commits.open(self.path, self.durability)
+                self._scheduler.next_version = recovered.max_version + 1
                 self._table.restore(recovered, self.clock.time(), self.path)
         self._started = True
         self.clock.attach(self)

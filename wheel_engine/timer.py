@@ -128,3 +128,35 @@ class Timer(WheelEntry["Timer"]):
                 self.last_error,
             ),
         )
+
+
+def recovered_timer(
+    key: str,
+    version: int,
+    handler: str,
+    due: float,
+    packed: bytes | None,
+    state: TimerState,
+    attempts: int,
+    last_error: str | None,
+    first_attempt_at: float | None,
+    updated_at: float,
+) -> Timer:
+    """A timer as recovery reads it from the journal (a ``journal.state.RowFactory``): the
+    journal builds the engine's timers directly, so recovery makes one object per timer. The
+    payload's msgpack bytes stay undecoded in ``packed`` until first used: most recovered
+    timers are only ever fired."""
+    timer = Timer(
+        key,
+        version,
+        handler,
+        due,
+        UNDECODED if packed is not None else None,
+        state,
+        attempts,
+        last_error,
+        first_attempt_at,
+        updated_at,
+    )
+    timer.packed = packed
+    return timer

@@ -104,9 +104,22 @@ class Staging(Generic[T]):
         # The live slot counts as occupied while it has staged entries.
         self.live[number].occupied |= 1 << (key & SLOT_MASK)
 
+    def removed(self, number: int, level: Level[T], slot: int) -> int:
+        """An entry was removed from ``slot`` of ``level``, a staging level of level ``number``.
+        Returns the wheel's pending bit for ``number`` if that was its last staged entry
+        (staging is free to pick another slot then), else 0."""
+        if not level.slots[slot]:
+            level.occupied &= ~(1 << slot)
+        left = self.staged_count[number] - 1
+        self.staged_count[number] = left
+        if left:
+            return 0
+        self.emptied(number)
+        return 1 << number
+
     def emptied(self, number: int) -> None:
-        """The last staged entry of level ``number`` was removed (the caller keeps the count
-        and marks the level pending: staging is free to pick another slot)."""
+        """The last staged entry of level ``number`` is gone (the caller keeps the count and
+        marks the level pending: staging is free to pick another slot)."""
         # The live slot's bit now only says whether its bucket has entries.
         live = self.live[number]
         staged_slot = self.staged_key[number] & SLOT_MASK

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 from .entry import DETACHED, DUE, OVERFLOW, WheelEntry, by_seq, by_tick_seq
@@ -164,6 +165,11 @@ class TimingWheel(Generic[T]):
                 self._next = tick
         return entry
 
+    def insert_entries(self, entries: Iterable[WheelEntry[T]]) -> None:
+        """:meth:`insert_entry` for each of ``entries``, in one call (recovery's bulk load)."""
+        for entry in entries:
+            self.insert_entry(entry)
+
     def _place(self, entry: WheelEntry[T]) -> None:
         tick = entry.tick
         elapsed = self._elapsed
@@ -202,14 +208,7 @@ class TimingWheel(Generic[T]):
             entry.where = DETACHED
             number = level.staging_for
             if number:  # a staging level of level ``number``
-                if not bucket:
-                    level.occupied &= ~(1 << slot)
-                counts = self._staged_count
-                left = counts[number] - 1
-                counts[number] = left
-                if not left:
-                    self._staging.emptied(number)
-                    self._pending |= 1 << number  # free to stage another slot
+                self._pending |= self._staging.removed(number, level, slot)
             elif not bucket:
                 # A staged slot's bit stays set while it has staged entries.
                 number = level.shift // SLOT_BITS
