@@ -41,7 +41,8 @@ class Worker:
 
 class Timer(WheelEntry["Timer"]):
     """One version of one key, and its own wheel entry (``item`` is the timer itself), so a
-    pending timer costs one object. ``where != DETACHED`` while it waits in the wheel.
+    pending timer costs one object. ``where != DETACHED`` while it waits in the wheel; its
+    ``version`` is its wheel ``seq`` (one slot for both: equal ticks fire in version order).
 
     ``where`` is :data:`QUEUED` while it waits for a worker. ``worker`` is the :class:`Worker`
     running its handler, ``interrupt`` why the attempt was asked to stop, ``packed`` the msgpack
@@ -60,7 +61,6 @@ class Timer(WheelEntry["Timer"]):
         "payload",
         "state",
         "updated_at",
-        "version",
         "worker",
     )
 
@@ -77,12 +77,11 @@ class Timer(WheelEntry["Timer"]):
         first_attempt_at: float | None = None,
         updated_at: float = 0.0,
     ) -> None:
-        self.tick = 0  # the wheel fields (see WheelEntry), set when it goes into the wheel
-        self.seq = version
+        self.tick = 0  # the wheel fields (see WheelEntry); tick is set when it goes in
+        self.seq = version  # what ``version`` reads
         self.where = DETACHED
         self.slot = 0
         self.key = key
-        self.version = version
         self.handler = handler
         self.due = due
         self.payload = payload
@@ -94,6 +93,15 @@ class Timer(WheelEntry["Timer"]):
         self.worker: Worker | None = None
         self.interrupt: str | None = None
         self.packed: bytes | None = None
+
+    @property
+    def version(self) -> int:
+        """This version's number, stored as the wheel entry's ``seq``."""
+        return self.seq
+
+    @version.setter
+    def version(self, version: int) -> None:
+        self.seq = version
 
     @property
     def item(self) -> Timer:

@@ -78,7 +78,6 @@ class TimerTable:
     def insert(self, timer: Timer) -> None:
         """Into the wheel at its due tick, rounded up: a tick is never before the due time."""
         timer.tick = math.ceil(timer.due / self.tick)
-        timer.seq = timer.version
         self.wheel.insert_entry(timer)
 
     def place(self, timer: Timer) -> None:
@@ -251,7 +250,6 @@ class TimerTable:
             if state is PENDING:
                 if timer.handler in handlers:
                     timer.tick = ceil(timer.due / tick)  # as insert(): never before the due
-                    timer.seq = timer.version
                     waiting.append(timer)
                 else:
                     self.park(timer)

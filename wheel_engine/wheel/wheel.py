@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
-from .entry import DETACHED, DUE, OVERFLOW, WheelEntry, by_seq, by_tick_seq
+from .entry import DETACHED, DUE, OVERFLOW, ItemEntry, WheelEntry, by_seq, by_tick_seq
 from .level import Level, spread
 from .overflow import OverflowHeap
 from .slots import SLOT_BITS, SLOT_MASK
@@ -140,7 +140,7 @@ class TimingWheel(Generic[T]):
         A ``tick <= now`` is due at once: it comes out at the next :meth:`advance`, before any
         later tick.
         """
-        return self.insert_entry(WheelEntry(tick, seq, item))
+        return self.insert_entry(ItemEntry(tick, seq, item))
 
     def insert_entry(self, entry: WheelEntry[T]) -> WheelEntry[T]:
         """Add an entry the caller built, with ``tick``, ``seq`` and ``item`` set. O(1).
