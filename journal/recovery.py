@@ -382,11 +382,9 @@ def recover_sync(
         con.close()
     if progress is not None and total == 0:
         progress(0, 0)
-    interrupted = []
-    for row in timers.values():
-        if row.state == RUNNING:
-            row.state = PENDING
-            interrupted.append(row.key)
+    interrupted = [row.key for row in timers.values() if row.state is RUNNING]
+    for key in interrupted:
+        timers[key].state = PENDING
     return Recovered(
         timers=timers,
         max_version=max_version,

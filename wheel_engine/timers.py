@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import TYPE_CHECKING
 
 from wheel_engine.handlers import HandlerSpec
@@ -238,26 +238,29 @@ class TimerTable:
         recovered_timers = recovered.timers
         # The index by key is shared with the request checker, so it is filled, not replaced.
         self.timers.update(recovered_timers)
-        counts: dict[TimerState, int] = dict.fromkeys(TimerState, 0)
         handlers = self.handlers
         tick = self.tick
         ceil = math.ceil
         waiting: list[Timer] = []
         finished: list[Timer] = []
-        for timer in recovered_timers.values():
+        parked = 0
+        for timer in recovered_timers.values():  # one pass, nothing per timer but placing it
             state = timer.state
-            counts[state] += 1
             if state is PENDING:
                 if timer.handler in handlers:
                     timer.tick = ceil(timer.due / tick)  # as insert(): never before the due
                     waiting.append(timer)
                 else:
                     self.park(timer)
+                    parked += 1
             elif state is DEAD:
                 self.dead[timer.key] = timer
             else:
                 finished.append(timer)
         self.wheel.insert_entries(waiting)
+        counts = Counter(timer.state for timer in finished)
+        counts[PENDING] = len(waiting) + parked
+        counts[DEAD] = len(self.dead)  # empty before: restore runs once, at start
         # The retention window forgets from the front. The journal's compaction orders finished
         # rows the same way, by (updated_at, key), so both keep the same ones.
         finished.sort(key=_retention_order)
@@ -271,6 +274,6 @@ class TimerTable:
             "recovered %s: %d records, %s, next version %d",
             path,
             recovered.records,
-            ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n) or "no timers",
+            ", ".join(f"{counts[s]} {s.lower()}" for s in TimerState if counts[s]) or "no timers",
             recovered.max_version + 1,
         )
