@@ -81,6 +81,7 @@ class Timer(WheelEntry["Timer"]):
         self.seq = version  # what ``version`` reads
         self.where = DETACHED
         self.slot = 0
+        self.pos = 0
         self.key = key
         self.handler = handler
         self.due = due

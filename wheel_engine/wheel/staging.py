@@ -96,9 +96,11 @@ class Staging(Generic[T]):
         row = self.staging_levels[number]
         lower = row[(((tick ^ start) | SLOT_MASK).bit_length() - 1) // SLOT_BITS]
         index = (tick >> lower.shift) & SLOT_MASK
+        bucket = lower.slots[index]
         entry.where = lower.ident
         entry.slot = index
-        lower.slots[index][entry] = None
+        entry.pos = len(bucket)
+        bucket.append(entry)
         lower.occupied |= 1 << index
         self.staged_count[number] += 1
         # The live slot counts as occupied while it has staged entries.
@@ -165,16 +167,14 @@ class Staging(Generic[T]):
                 return pending
         return pending
 
-    def _move(
-        self, number: int, level: Level[T], bucket: dict[WheelEntry[T], None], limit: int
-    ) -> int:
+    def _move(self, number: int, level: Level[T], bucket: list[WheelEntry[T]], limit: int) -> int:
         """Move up to ``limit`` entries of the staged live ``bucket`` to the staging levels."""
         if limit >= len(bucket):
-            entries = list(bucket)
+            entries = bucket[:]
             bucket.clear()
-        else:
-            popitem = bucket.popitem
-            entries = [popitem()[0] for _ in range(limit)]
+        else:  # from the end: the entries left keep their ``pos``
+            entries = bucket[-limit:]
+            del bucket[-limit:]
         spread(entries, self.staging_levels[number], self.staged_key[number] << level.shift)
         moved = len(entries)  # >= 1: the live slot's bit stays set (it has staged entries)
         self.staged_count[number] += moved
@@ -209,7 +209,7 @@ class Staging(Generic[T]):
                     index = (occupied & -occupied).bit_length() - 1  # lowest_slot, inlined
                     occupied &= occupied - 1  # clear the lowest set bit
                     entries.extend(slots[index])
-                    slots[index] = {}
+                    slots[index] = []
                 lower.occupied = 0
             entries.sort(key=by_tick_seq)
             for entry in entries:
