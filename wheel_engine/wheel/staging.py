@@ -172,9 +172,10 @@ class Staging(Generic[T]):
         if limit >= len(bucket):
             entries = bucket[:]
             bucket.clear()
-        else:  # from the end: the entries left keep their ``pos``
-            entries = bucket[-limit:]
-            del bucket[-limit:]
+        else:  # from the end, so the entries left keep their ``pos`` (none if limit <= 0)
+            cut = len(bucket) - max(limit, 0)
+            entries = bucket[cut:]
+            del bucket[cut:]
         spread(entries, self.staging_levels[number], self.staged_key[number] << level.shift)
         moved = len(entries)  # >= 1: the live slot's bit stays set (it has staged entries)
         self.staged_count[number] += moved
