@@ -92,7 +92,9 @@ def _recover_timers(path: str) -> Any:
 
 def _per_timer(benchmark: Any, fn: Callable[[], object]) -> None:
     benchmark.pedantic(fn, rounds=5, iterations=1, warmup_rounds=1)
-    benchmark.extra_info["us_per_timer"] = round(benchmark.stats.stats.median / TIMERS * 1e6, 3)
+    if benchmark.stats is not None:  # None under --benchmark-disable (a plain test run)
+        median = benchmark.stats.stats.median
+        benchmark.extra_info["us_per_timer"] = round(median / TIMERS * 1e6, 3)
 
 
 def test_recovery_into_engine_timers(benchmark: Any, journal_path: Path) -> None:
