@@ -42,6 +42,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.timer",
     "wheel_engine.firing",
     "wheel_engine.inline",
+    "wheel_engine.plain",
     "wheel_engine.starting",
     "wheel_engine.workers",
     "wheel_engine.outcomes",

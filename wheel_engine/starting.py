@@ -30,12 +30,13 @@ from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
 from wheel_engine.inline import InlineRunner
 from wheel_engine.outcomes import Outcomes
+from wheel_engine.plain import run_plain
 from wheel_engine.stats import Counters
 from wheel_engine.storage import Claims
-from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_CRASH, QUEUED, Timer
+from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer
 from wheel_engine.timers import PENDING, RUNNING, TimerTable
 from wheel_engine.wheel.entry import DETACHED
-from wheel_engine.workers import WorkerPool, firing_for
+from wheel_engine.workers import WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -314,36 +315,9 @@ class Starter:
         self._arm()
 
     def _run_batch(self, inline: list[Timer], pooled: list[Timer]) -> None:
-        """A group's attempts are committed: run the plain ones now, hand the rest to workers.
-
-        Only while someone listens to events is each handler timed (two clock reads each)."""
-        clock = self._clock
-        now = clock.time()
-        succeeded: list[Timer] = []
-        handlers = self._handlers
-        outcomes = self._outcomes
-        stats = self._stats
-        events = self._events
-        durations: list[float] | None = [] if events.active else None
-        started = now
-        for timer in inline:
-            self.running -= 1
-            if timer.interrupt == INTERRUPT_CANCEL:  # cancelled while its attempt committed
-                outcomes.complete(timer, asyncio.CancelledError(), cancelled=True)
-                continue
-            if durations is not None:
-                started = clock.time()
-            try:
-                handlers[timer.handler].fn(firing_for(timer, now, stats, events))
-            except Exception as exc:
-                ran = None if durations is None else clock.time() - started
-                outcomes.complete(timer, exc, duration=ran)
-                continue
-            succeeded.append(timer)
-            if durations is not None:
-                durations.append(clock.time() - started)
-        if succeeded:  # when timed, the events' ``at`` (and the acks') is the group's end
-            outcomes.succeed(succeeded, now if durations is None else clock.time(), durations)
+        """A group's attempts are committed: run the plain ones now, hand the rest to workers."""
+        self.running -= len(inline)
+        run_plain(inline, self._handlers, self._outcomes, self._stats, self._events, self._clock)
         if inline:
             self._inline_starting = False
             self.alone = None
