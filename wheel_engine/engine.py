@@ -307,11 +307,15 @@ class Engine:
         self._check_open()
         now = self.clock.time()
         request = self._check.request(handler, at, delay, payload, key, on_conflict, now)
-        timer, change = self._scheduler.apply(request)
-        info = timer.info()  # what was scheduled: it may fire (and change) before we resume
-        if self._commits.journal is not None:
-            await self._scheduler.make_durable([(timer, change)])
-        return info
+        fresh = self._scheduler.submit_fresh(request, now)  # a new key, durable: the common case
+        if fresh is None:  # in memory, or the key names a timer: the general path
+            return await self._scheduler.schedule_one(request)
+        del request  # not kept alive while we wait: see Scheduler.submit_fresh
+        try:
+            await fresh[1]  # the commit
+        finally:
+            info = self._scheduler.settle_fresh(fresh)  # undone before we raise, if it failed
+        return info  # as scheduled, even if it has fired meanwhile
 
     async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
         """Schedule many timers in one commit. Each request takes :meth:`schedule`'s keywords.
@@ -320,15 +324,9 @@ class Engine:
         is applied: one bad request rejects them all and nothing changes.
         """
         self._check_open()
-        if not isinstance(requests, list | tuple):
-            requests = list(requests)
-        with gc_paused(len(requests)):
-            checked = self._check.batch(requests, self.clock.time())
-            apply = self._scheduler.apply
-            applied = [apply(request) for request in checked]
-            infos = [timer.info() for timer, _ in applied]  # as scheduled, before any firing
-        if self._commits.journal is not None:
-            await self._scheduler.make_durable(applied)
+        infos, commit = self._scheduler.schedule_many(self._check, requests, self.clock.time())
+        if commit is not None:
+            await commit
         return infos
 
     async def cancel(self, key: str, *, version: int | None = None) -> CancelResult:

@@ -144,28 +144,13 @@ class RequestChecker:
     def batch(
         self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
     ) -> list[ScheduleRequest]:
-        """:meth:`request` for each mapping of a ``schedule_many`` batch, plus what only a
-        batch can get wrong: a request that is not a mapping, an unknown keyword, and a key
-        given twice when one of them says ``on_conflict="error"``."""
+        """:meth:`mapping` for each request of a ``schedule_many`` batch, plus what only a batch
+        can get wrong: a key given twice when one of them says ``on_conflict="error"``."""
         checked: list[ScheduleRequest] = []
         claimed: set[str] = set()  # keys this batch schedules, for on_conflict="error"
-        check = self.request
+        check = self.mapping
         for request in requests:
-            if request.__class__ is not dict and not isinstance(request, Mapping):
-                raise TypeError(f"schedule_many takes mappings, not {type(request).__name__}")
-            if not request.keys() <= REQUEST_KEYS:
-                unknown = ", ".join(sorted(map(repr, set(request) - REQUEST_KEYS)))
-                raise TypeError(f"unknown schedule option(s): {unknown}")
-            get = request.get
-            valid = check(
-                get("handler"),
-                get("at"),
-                get("delay"),
-                get("payload"),
-                get("key"),
-                get("on_conflict", "replace"),
-                now,
-            )
+            valid = check(request, now)
             key = valid.key
             if key is not None:
                 if key in claimed and valid.on_conflict == "error":
@@ -173,6 +158,26 @@ class RequestChecker:
                 claimed.add(key)
             checked.append(valid)
         return checked
+
+    def mapping(self, request: Mapping[str, Any], now: float) -> ScheduleRequest:
+        """:meth:`request` for one request of a ``schedule_many`` batch (a mapping of
+        ``schedule()``'s keywords): ``TypeError`` also for a request that is not a mapping or
+        has an unknown keyword."""
+        if request.__class__ is not dict and not isinstance(request, Mapping):
+            raise TypeError(f"schedule_many takes mappings, not {type(request).__name__}")
+        if not request.keys() <= REQUEST_KEYS:
+            unknown = ", ".join(sorted(map(repr, set(request) - REQUEST_KEYS)))
+            raise TypeError(f"unknown schedule option(s): {unknown}")
+        get = request.get
+        return self.request(
+            get("handler"),
+            get("at"),
+            get("delay"),
+            get("payload"),
+            get("key"),
+            get("on_conflict", "replace"),
+            now,
+        )
 
 
 def check_version(version: object) -> None:
