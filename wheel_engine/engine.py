@@ -309,7 +309,8 @@ class Engine:
         request = self._check.request(handler, at, delay, payload, key, on_conflict, now)
         fresh = self._scheduler.submit_fresh(request, now)  # a new key, durable: the common case
         if fresh is None:  # in memory, or the key names a timer: the general path
-            return await self._scheduler.schedule_one(request)
+            info, commit = self._scheduler.schedule_one(request)  # commit: None in memory
+            return info if commit is None else await commit
         del request  # not kept alive while we wait: see Scheduler.submit_fresh
         try:
             await fresh[1]  # the commit

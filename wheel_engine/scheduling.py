@@ -192,13 +192,22 @@ class Scheduler:
             (timer.key, timer.version, timer.handler, due, timer.payload, PENDING, 0, None),
         )
 
-    async def schedule_one(self, request: ScheduleRequest) -> TimerInfo:
-        """``schedule()``'s general path: :meth:`apply`, then (durable) :meth:`make_durable`.
-        Returns the timer as scheduled: it may fire (and change) before the commit is done."""
+    def schedule_one(
+        self, request: ScheduleRequest
+    ) -> tuple[TimerInfo, Coroutine[Any, Any, TimerInfo] | None]:
+        """``schedule()``'s general path: :meth:`apply`; returns the timer as scheduled (it may
+        fire and change before the commit is done) and, durable, the commit to await, which
+        returns it too. In memory nothing is awaited (and no coroutine made)."""
         timer, change = self.apply(request)
         info = timer.info()
-        if self._commits.journal is not None:
-            await self.make_durable([(timer, change)])
+        if self._commits.journal is None:
+            return info, None
+        return info, self._make_one_durable(info, timer, change)
+
+    async def _make_one_durable(
+        self, info: TimerInfo, timer: Timer, change: Change | None
+    ) -> TimerInfo:
+        await self.make_durable([(timer, change)])
         return info
 
     def schedule_many(
