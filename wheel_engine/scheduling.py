@@ -237,19 +237,18 @@ class Scheduler:
     def _fresh(
         self, check: RequestChecker, requests: Requests, now: float
     ) -> tuple[list[Timer], list[Row]] | None:
-        """One pass over a batch of new keys: each request checked, its timer and its journal
-        row built (nothing is put anywhere yet), or None for a batch the general path takes.
-        Raises as :meth:`RequestChecker.batch` would, before anything changes."""
+        """One pass over a batch of new keys: each request checked, its timer and (durable) its
+        journal row built (nothing is put anywhere yet), or None for a batch the general path
+        takes. Raises as :meth:`RequestChecker.batch` would, before anything changes."""
+        durable = self._commits.journal is not None
         timers = self._timers
-        check_one = check.mapping
         counter = self._key_counter
         prefix = self._key_prefix
         version = self.next_version
         made: list[Timer] = []
         rows: list[Row] = []
         given: set[str] = set()
-        for request in requests:
-            valid = check_one(request, now)
+        for valid in check.each(requests, now):
             key = valid.key
             if key is None:  # a fallback after this leaves a gap in the counter: harmless
                 key = f"{prefix}-{next(counter)}"
@@ -259,7 +258,8 @@ class Scheduler:
                 given.add(key)
             handler, due = valid.handler, valid.due
             made.append(Timer(key, version, handler, due, valid.payload))
-            rows.append(schedule_row(key, version, handler, due, valid.data, now))
+            if durable:
+                rows.append(schedule_row(key, version, handler, due, valid.data, now))
             version += 1
         return made, rows
 

@@ -16,7 +16,7 @@ anything in memory or the journal. What is guaranteed of a value that passed:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -144,13 +144,11 @@ class RequestChecker:
     def batch(
         self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
     ) -> list[ScheduleRequest]:
-        """:meth:`mapping` for each request of a ``schedule_many`` batch, plus what only a batch
-        can get wrong: a key given twice when one of them says ``on_conflict="error"``."""
+        """:meth:`each` request of a ``schedule_many`` batch checked, plus what only a batch can
+        get wrong: a key given twice when one of them says ``on_conflict="error"``."""
         checked: list[ScheduleRequest] = []
         claimed: set[str] = set()  # keys this batch schedules, for on_conflict="error"
-        check = self.mapping
-        for request in requests:
-            valid = check(request, now)
+        for valid in self.each(requests, now):
             key = valid.key
             if key is not None:
                 if key in claimed and valid.on_conflict == "error":
@@ -159,25 +157,30 @@ class RequestChecker:
             checked.append(valid)
         return checked
 
-    def mapping(self, request: Mapping[str, Any], now: float) -> ScheduleRequest:
-        """:meth:`request` for one request of a ``schedule_many`` batch (a mapping of
-        ``schedule()``'s keywords): ``TypeError`` also for a request that is not a mapping or
-        has an unknown keyword."""
-        if request.__class__ is not dict and not isinstance(request, Mapping):
-            raise TypeError(f"schedule_many takes mappings, not {type(request).__name__}")
-        if not request.keys() <= REQUEST_KEYS:
-            unknown = ", ".join(sorted(map(repr, set(request) - REQUEST_KEYS)))
-            raise TypeError(f"unknown schedule option(s): {unknown}")
-        get = request.get
-        return self.request(
-            get("handler"),
-            get("at"),
-            get("delay"),
-            get("payload"),
-            get("key"),
-            get("on_conflict", "replace"),
-            now,
-        )
+    def each(
+        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+    ) -> Iterator[ScheduleRequest]:
+        """:meth:`request` for each request of a ``schedule_many`` batch (a mapping of
+        ``schedule()``'s keywords), in order, as it is iterated; ``TypeError`` also for a
+        request that is not a mapping or has an unknown keyword. A generator: one frame for
+        the batch, not a call per request."""
+        check = self.request
+        for request in requests:
+            if request.__class__ is not dict and not isinstance(request, Mapping):
+                raise TypeError(f"schedule_many takes mappings, not {type(request).__name__}")
+            if not request.keys() <= REQUEST_KEYS:
+                unknown = ", ".join(sorted(map(repr, set(request) - REQUEST_KEYS)))
+                raise TypeError(f"unknown schedule option(s): {unknown}")
+            get = request.get
+            yield check(
+                get("handler"),
+                get("at"),
+                get("delay"),
+                get("payload"),
+                get("key"),
+                get("on_conflict", "replace"),
+                now,
+            )
 
 
 def check_version(version: object) -> None:
