@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from journal import JournalError
 from wheel_engine import DuplicateKey, Engine, Firing, UnknownHandler
 from wheel_engine.testing import VirtualClock
 
@@ -134,3 +135,23 @@ async def test_a_waiting_schedule_keeps_few_objects_alive(tmp_path: Path) -> Non
             gc.enable()
         await asyncio.gather(*calls)
     assert alive <= 11, alive
+
+
+async def test_a_stopped_writer_fails_a_fresh_schedule_before_anything_changes(
+    tmp_path: Path,
+) -> None:
+    clock = VirtualClock()
+    async with durable(tmp_path / "t.db", clock) as engine:
+        assert engine.journal is not None
+        first = await engine.schedule("h", delay=1)
+        writer = engine.journal._writer
+        assert writer is not None
+        writer._task.cancel()  # the writer task dies (a bug, or the loop shutting it down)
+        await asyncio.sleep(0)
+        for call in (
+            engine.schedule("h", delay=1, key="k"),
+            engine.schedule_many([{"handler": "h", "delay": 1}]),
+        ):
+            with pytest.raises(JournalError):
+                await call
+        assert engine.timers() == [first]
