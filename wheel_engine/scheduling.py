@@ -1,14 +1,17 @@
 """The changes the public calls make: schedules, cancels and redrives, in memory then committed.
 
 Each change is made in the timer table first (so a timer due at once can fire while its commit
-is in flight) and then committed through :meth:`wheel_engine.commits.Commits.commit`; if the
-commit fails, the change is taken back out of memory, newest first, before the caller sees
-the error. Each change is emitted on the engine's :class:`~wheel_engine.events.EventBus` once
-it is committed (at once in memory), never if it was undone. Versions come from one counter:
-every new version of any key is higher than every version before it, in memory and in the
-journal.
+is in flight) and then committed through :meth:`wheel_engine.commits.Commits.commit_rows`
+(``schedule()``'s common case takes the same steps without a coroutine of its own:
+:meth:`Scheduler.submit_fresh`); if the commit fails, the change is taken back out of memory,
+newest first, before the caller sees the error. Each change is emitted on the engine's
+:class:`~wheel_engine.events.EventBus` once it is committed (at once in memory), never if it was
+undone. Versions come from one counter: every new version of any key is higher than every
+version before it, in memory and in the journal.
 
-Inputs are validated already (:mod:`wheel_engine.validation`); nothing here raises for them.
+A single request comes validated (:mod:`wheel_engine.validation`); a ``schedule_many`` batch is
+validated here, with the engine's checker, in the pass that builds its timers, and raises before
+anything changes. Nothing else here raises for bad input.
 """
 
 from __future__ import annotations
