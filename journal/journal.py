@@ -198,8 +198,15 @@ class Journal:
         then none of that transaction's records is written. Cancelling an ``await`` of the
         future does not withdraw the records.
         """
-        writer = self._writable()
-        return writer.submit(codec.encode_many(records))
+        return self.submit_rows(codec.encode_many(records))
+
+    def submit_rows(self, rows: list[tuple[int, bytes]]) -> asyncio.Future[None]:
+        """:meth:`submit` for rows encoded already: ``(kind, body)`` as :func:`journal.codec.encode`
+        (or :func:`~journal.codec.schedule_row`) makes them. Not checked again: the caller
+        guarantees each body decodes to its kind's shape (the engine's schedule paths build them
+        from validated fields, and skip a second check per row). Every write passes through
+        here, :meth:`submit`'s too; the rest is as :meth:`submit` says."""
+        return self._writable().submit(rows)
 
     async def flush(self) -> None:
         """Wait until everything submitted so far is committed (or has failed)."""

@@ -9,7 +9,7 @@ is in flight waits for the next batch, so N concurrent submitters cost about
 Sequence numbers are assigned by the writer at commit time (``last_seq + 1 ...``), so seqs are
 dense and increase forever, also across compaction (which deletes every row, including the
 newest, and would otherwise let SQLite reuse rowids). Each row is sealed there too, with a
-checksum over its seq, kind and body (:func:`journal.codec.seal_record`), and after each commit
+checksum over its seq, kind and body (:func:`journal.codec.seal_rows`), and after each commit
 the new last seq goes to the journal's high-water mark (:mod:`journal.watermark`).
 
 If a transaction fails (disk full, read-only file, I/O error) it is rolled back, each of its
@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
-from journal.codec import seal_record
+from journal.codec import seal_rows
 from journal.errors import JournalError
 from journal.schema import raise_for
 from journal.watermark import HighWaterMark
@@ -158,11 +158,7 @@ class GroupCommitWriter:
         if not rows:  # flush() on an idle writer: nothing to write
             _resolve(waiters)
             return
-        first = self.last_seq + 1
-        numbered = [
-            (seq, kind, seal_record(seq, kind, body))
-            for seq, (kind, body) in enumerate(rows, first)
-        ]
+        numbered = seal_rows(self.last_seq + 1, rows)
         self._batch = waiters
         self._in_flight = True
         start = time.perf_counter()

@@ -1,8 +1,10 @@
 """Everything the engine writes to its journal: awaited commits, outcome writes, compaction.
 
-- :meth:`Commits.commit` is the one path for a change the caller waits for (schedule, cancel,
-  redrive). The change is already made in memory; if its commit fails, the caller's ``undo``
-  takes it back out before the caller sees the error.
+- :meth:`Commits.commit_rows` is the one path for a change the caller waits for (schedule,
+  cancel, redrive; :meth:`Commits.commit` encodes records for it). The change is already made in
+  memory; if its commit fails, the caller's ``undo`` takes it back out before the caller sees
+  the error. ``schedule()``'s common case does the same steps without a coroutine of its own
+  (``Scheduler.submit_fresh``/``settle_fresh``), with :meth:`Commits.track`/:meth:`untrack`.
 - :meth:`Commits.submit` and :meth:`Commits.write` hand the firing path's records (attempts,
   acks, retries, deaths) to the journal and **never raise**: an exception inside a clock
   callback or a worker would leave every other timer of its batch RUNNING for good. A closed or
@@ -93,13 +95,33 @@ class Commits:
         undo: Callable[[Any], object] | None = None,
         subject: Any = None,
     ) -> None:
-        """Commit ``records``, which describe a change already made in memory, and wait for it.
+        """:meth:`commit_rows` for records (encoded and checked here; a record that cannot be
+        encoded is undone and raised like a failed commit). With ``track``, the records' keys
+        are tracked."""
+        try:
+            rows = codec.encode_many(records)
+        except BaseException:
+            if undo is not None:
+                undo(subject)
+            raise
+        keys = [record.key for record in records] if track else None
+        await self.commit_rows(rows, keys, undo=undo, subject=subject)
+
+    async def commit_rows(
+        self,
+        rows: list[tuple[int, bytes]],
+        keys: list[str] | None = None,
+        *,
+        undo: Callable[[Any], object] | None = None,
+        subject: Any = None,
+    ) -> None:
+        """Commit ``rows`` (encoded records), which describe a change already made in memory,
+        and wait for it.
 
         If the commit fails, ``undo(subject)`` takes the change back out of memory before the
-        caller sees the error. With ``track``, each record's key leads to the commit while it
-        is in flight, so that ``on_conflict="keep"`` can wait for it (:meth:`wait_committed`).
-        ``undo`` and ``subject`` are separate so that the hottest await of a durable engine
-        allocates no closure.
+        caller sees the error. Each of ``keys`` (if given) leads to the commit while it is in
+        flight, so that ``on_conflict="keep"`` can wait for it (:meth:`wait_committed`).
+        ``undo`` and ``subject`` are separate so that an await allocates no closure.
 
         A caller cancelled while it waits does not withdraw the records (the journal commits
         them anyway) and undoes nothing: the change stands in memory as it will in the journal.
@@ -110,13 +132,11 @@ class Commits:
         """
         journal = self.journal
         assert journal is not None
-        committing = self.committing
         future = None
         try:
-            future = journal.submit(records)  # raises if the journal is closed or has failed
-            if track:
-                for record in records:
-                    committing[record.key] = future
+            future = journal.submit_rows(rows)  # raises if the journal is closed or has failed
+            if keys is not None:
+                self.track(keys, future)
             await future
         except asyncio.CancelledError:
             raise
@@ -125,11 +145,24 @@ class Commits:
                 undo(subject)
             raise
         finally:
-            if track and future is not None and not future.cancelled():
-                for record in records:
-                    if committing.get(record.key) is future:
-                        del committing[record.key]
+            if keys is not None and future is not None and not future.cancelled():
+                self.untrack(keys, future)
         self.maybe_compact()
+
+    def track(self, keys: Iterable[str], future: asyncio.Future[None]) -> None:
+        """These keys' schedules commit with ``future`` (see :meth:`wait_committed`)."""
+        committing = self.committing
+        for key in keys:
+            committing[key] = future
+
+    def untrack(self, keys: Iterable[str], future: asyncio.Future[None]) -> None:
+        """``future`` is done: these keys no longer lead to it (unless a later commit took
+        them over). Not called for a cancelled future: its records are still being written,
+        and :meth:`wait_committed` asks the writer for them."""
+        committing = self.committing
+        for key in keys:
+            if committing.get(key) is future:
+                del committing[key]
 
     def in_flight(self, key: str) -> bool:
         """The schedule of ``key`` is committing."""

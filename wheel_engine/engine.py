@@ -218,8 +218,7 @@ class Engine:
         if self.admin:
             from wheel_engine.admin import AdminServer, admin_path
 
-            assert self.path is not None
-            self._admin = AdminServer(self, admin_path(self.path))
+            self._admin = AdminServer(self, admin_path(cast(str, self.path)))  # checked: a path
             try:
                 await self._admin.start()
             except BaseException:
@@ -315,7 +314,16 @@ class Engine:
         request = self._check.request(handler, at, delay, payload, key, on_conflict, now)
         if self.path is None:  # in memory: no commit to wait for, so no coroutine to pay for
             return self._scheduler.apply(request)[0].info()
-        return await self._storage.schedule(request)
+        storage = self._storage
+        fresh = storage.submit_fresh(request, now)  # the common case, SQLite: no coroutine made
+        if fresh is None:  # the key names a timer, or the store decides (PostgreSQL)
+            return await storage.schedule(request)
+        del request  # not kept alive while we wait: see Scheduler.submit_fresh
+        try:
+            await fresh[1]  # the commit
+        finally:
+            info = storage.settle_fresh(fresh)  # undone before we raise, if it failed
+        return info  # as scheduled, even if it has fired meanwhile
 
     async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
         """Schedule many timers in one commit. Each request takes :meth:`schedule`'s keywords.
@@ -324,8 +332,6 @@ class Engine:
         is applied: one bad request rejects them all and nothing changes.
         """
         self._check_open()
-        if not isinstance(requests, list | tuple):
-            requests = list(requests)
         return await self._storage.schedule_many(requests, self.clock.time())
 
     async def cancel(self, key: str, *, version: int | None = None) -> CancelResult:

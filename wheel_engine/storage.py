@@ -22,7 +22,7 @@ ends, and fences outcomes by the claim's epoch. So the engine's parts talk to th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from wheel_engine.gcpause import BULK, gc_paused
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from journal import Record
     from wheel_engine.clock import Clock
     from wheel_engine.commits import Commits
-    from wheel_engine.scheduling import Scheduler
+    from wheel_engine.scheduling import Fresh, Scheduler
     from wheel_engine.timer import Timer
     from wheel_engine.timers import TimerTable
     from wheel_engine.validation import RequestChecker, ScheduleRequest
@@ -46,10 +46,20 @@ class Storage(Protocol):
     Each returns once its change is durable (committed to the journal or the database).
     """
 
+    def submit_fresh(self, request: ScheduleRequest, now: float) -> Fresh | None:
+        """``schedule()``'s common case without a coroutine, or None (nothing changed) to take
+        :meth:`schedule` instead. The caller awaits ``fresh[1]``, then calls
+        :meth:`settle_fresh` (also when the await raised); see ``Scheduler.submit_fresh``."""
+        ...
+
+    def settle_fresh(self, fresh: Fresh) -> TimerInfo:
+        """After the await of :meth:`submit_fresh`'s future: the timer as scheduled."""
+        ...
+
     async def schedule(self, request: ScheduleRequest) -> TimerInfo: ...
 
     async def schedule_many(
-        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+        self, requests: Iterable[Mapping[str, Any]], now: float
     ) -> list[TimerInfo]:
         """Check every request (one bad one rejects all, nothing changed), then schedule."""
         ...
@@ -81,6 +91,10 @@ class RecordSink(Protocol):
 
     def submit(self, records: list[Record]) -> asyncio.Future[Any]:
         """Write ``records``; the future's result is None or, for attempts, :class:`Claims`."""
+        ...
+
+    def submit_rows(self, rows: list[tuple[int, bytes]]) -> asyncio.Future[None]:
+        """Write rows the engine encoded already (the SQLite schedule paths)."""
         ...
 
     def busy(self) -> bool: ...
@@ -115,23 +129,22 @@ class LocalStorage:
             self._scheduler.next_version = recovered.max_version + 1
             self._table.restore(recovered, clock.time(), path)
 
+    def submit_fresh(self, request: ScheduleRequest, now: float) -> Fresh | None:
+        return self._scheduler.submit_fresh(request, now)
+
+    def settle_fresh(self, fresh: Fresh) -> TimerInfo:
+        return self._scheduler.settle_fresh(fresh)
+
     async def schedule(self, request: ScheduleRequest) -> TimerInfo:
-        timer, change = self._apply(request)
-        info = timer.info()  # what was scheduled: it may fire (and change) before we resume
-        if self._commits.journal is not None:
-            await self._make_durable([(timer, change)])
-        return info
+        info, commit = self._scheduler.schedule_one(request)  # commit: None in memory
+        return info if commit is None else await commit
 
     async def schedule_many(
-        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+        self, requests: Iterable[Mapping[str, Any]], now: float
     ) -> list[TimerInfo]:
-        with gc_paused(len(requests)):  # one pause for checking and applying: bulk allocations
-            checked = self._check.batch(requests, now)
-            apply = self._apply
-            applied = [apply(request) for request in checked]
-            infos = [timer.info() for timer, _ in applied]  # as scheduled, before any firing
-        if self._commits.journal is not None:
-            await self._make_durable(applied)
+        infos, commit = self._scheduler.schedule_many(self._check, requests, now)
+        if commit is not None:
+            await commit
         return infos
 
     async def cancel(self, key: str, version: int | None) -> CancelResult:

@@ -16,7 +16,7 @@ anything in memory or the journal. What is guaranteed of a value that passed:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -144,11 +144,26 @@ class RequestChecker:
     def batch(
         self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
     ) -> list[ScheduleRequest]:
-        """:meth:`request` for each mapping of a ``schedule_many`` batch, plus what only a
-        batch can get wrong: a request that is not a mapping, an unknown keyword, and a key
-        given twice when one of them says ``on_conflict="error"``."""
+        """:meth:`each` request of a ``schedule_many`` batch checked, plus what only a batch can
+        get wrong: a key given twice when one of them says ``on_conflict="error"``."""
         checked: list[ScheduleRequest] = []
         claimed: set[str] = set()  # keys this batch schedules, for on_conflict="error"
+        for valid in self.each(requests, now):
+            key = valid.key
+            if key is not None:
+                if key in claimed and valid.on_conflict == "error":
+                    raise DuplicateKey(f"key {key!r} appears twice in this batch")
+                claimed.add(key)
+            checked.append(valid)
+        return checked
+
+    def each(
+        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+    ) -> Iterator[ScheduleRequest]:
+        """:meth:`request` for each request of a ``schedule_many`` batch (a mapping of
+        ``schedule()``'s keywords), in order, as it is iterated; ``TypeError`` also for a
+        request that is not a mapping or has an unknown keyword. A generator: one frame for
+        the batch, not a call per request."""
         check = self.request
         for request in requests:
             if request.__class__ is not dict and not isinstance(request, Mapping):
@@ -157,7 +172,7 @@ class RequestChecker:
                 unknown = ", ".join(sorted(map(repr, set(request) - REQUEST_KEYS)))
                 raise TypeError(f"unknown schedule option(s): {unknown}")
             get = request.get
-            valid = check(
+            yield check(
                 get("handler"),
                 get("at"),
                 get("delay"),
@@ -166,13 +181,6 @@ class RequestChecker:
                 get("on_conflict", "replace"),
                 now,
             )
-            key = valid.key
-            if key is not None:
-                if key in claimed and valid.on_conflict == "error":
-                    raise DuplicateKey(f"key {key!r} appears twice in this batch")
-                claimed.add(key)
-            checked.append(valid)
-        return checked
 
 
 def check_version(version: object) -> None:

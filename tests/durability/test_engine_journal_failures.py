@@ -1,32 +1,34 @@
 """Disk full, read-only, I/O errors: the call raises, nothing committed is lost, and the engine
 keeps serving what it has. The journal's own tests cause real failures; here the journal's
-submit is made to fail so the engine's side of the contract is checked exactly."""
+``submit_rows`` (the one method every write passes through, ``submit``'s too) is made to fail so
+the engine's side of the contract is checked exactly, on every path."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from journal import Journal, Record
+from journal import Journal
 from wheel_engine import CancelResult, Engine, Firing, JournalError, RetryPolicy, TimerState
 from wheel_engine.testing import VirtualClock
 
+Row = tuple[int, bytes]
+
 
 class FailingSubmits:
-    """Makes ``journal.submit`` fail while ``failing`` is True (as with a full disk)."""
+    """Makes ``journal.submit_rows`` fail while ``failing`` is True (as with a full disk)."""
 
     def __init__(self, journal: Journal) -> None:
         self.failing = False
-        self._submit = journal.submit
-        journal.submit = self.submit  # type: ignore[method-assign]
+        self._submit = journal.submit_rows
+        journal.submit_rows = self.submit  # type: ignore[method-assign]
 
-    def submit(self, records: Sequence[Record]) -> asyncio.Future[None]:
+    def submit(self, rows: list[Row]) -> asyncio.Future[None]:
         if not self.failing:
-            return self._submit(records)
+            return self._submit(rows)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         future.set_exception(JournalError("database or disk is full: t.db"))
         return future
@@ -98,7 +100,7 @@ async def test_uncommitted_attempt_is_not_run_until_it_commits(tmp_path: Path) -
 def test_failing_submits_really_fail() -> None:
     async def check() -> Any:
         loop = asyncio.get_running_loop()
-        stub = type("J", (), {"submit": lambda self, records: loop.create_future()})()
+        stub = type("J", (), {"submit_rows": lambda self, rows: loop.create_future()})()
         disk = FailingSubmits(stub)  # type: ignore[arg-type]
         disk.failing = True
         with pytest.raises(JournalError):
@@ -140,9 +142,9 @@ class HeldSubmits:
 
     def __init__(self, journal: Journal) -> None:
         self.held: list[asyncio.Future[None]] = []
-        journal.submit = self.submit  # type: ignore[method-assign]
+        journal.submit_rows = self.submit  # type: ignore[method-assign]
 
-    def submit(self, records: Sequence[Record]) -> asyncio.Future[None]:
+    def submit(self, rows: list[Row]) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.held.append(future)
         return future
@@ -168,7 +170,7 @@ async def test_keep_waits_for_the_kept_timers_commit(tmp_path: Path) -> None:
     clock = VirtualClock()
     async with engine_with(tmp_path / "t.db", clock, []) as engine:
         assert engine.journal is not None
-        real_submit = engine.journal.submit
+        real_submit = engine.journal.submit_rows
         held = HeldSubmits(engine.journal)
         first = asyncio.ensure_future(engine.schedule("h", delay=5, key="k"))
         kept = asyncio.ensure_future(engine.schedule("h", delay=9, key="k", on_conflict="keep"))
@@ -179,7 +181,7 @@ async def test_keep_waits_for_the_kept_timers_commit(tmp_path: Path) -> None:
             with pytest.raises(JournalError):
                 await call
         assert engine.get("k") is None
-        engine.journal.submit = real_submit  # type: ignore[method-assign]
+        engine.journal.submit_rows = real_submit  # type: ignore[method-assign]
 
 
 async def test_schedule_returns_the_timer_as_scheduled_even_if_it_fired_meanwhile(
@@ -194,7 +196,7 @@ async def test_schedule_returns_the_timer_as_scheduled_even_if_it_fired_meanwhil
     engine.register("fail", fail, retry=RetryPolicy(initial=5.0, jitter=False))
     async with engine:
         assert engine.journal is not None
-        real_submit = engine.journal.submit
+        real_submit = engine.journal.submit_rows
         held = HeldSubmits(engine.journal)
         call = asyncio.ensure_future(engine.schedule("fail", delay=0, key="k"))
         await asyncio.sleep(0)
@@ -206,4 +208,43 @@ async def test_schedule_returns_the_timer_as_scheduled_even_if_it_fired_meanwhil
         assert (info.state, info.attempts, info.due) == (TimerState.PENDING, 0, clock.time() - 0.01)
         now = engine.get("k")
         assert now is not None and now.attempts == 1 and now.due > info.due  # it did fire
-        engine.journal.submit = real_submit  # type: ignore[method-assign]
+        engine.journal.submit_rows = real_submit  # type: ignore[method-assign]
+
+
+async def test_a_failed_batch_commit_leaves_nothing(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    async with engine_with(tmp_path / "t.db", clock, []) as engine:
+        assert engine.journal is not None
+        disk = FailingSubmits(engine.journal)
+        disk.failing = True
+        with pytest.raises(JournalError):
+            await engine.schedule_many(
+                [
+                    *[{"handler": "h", "delay": 10 + i} for i in range(5)],
+                    {"handler": "h", "delay": 1, "key": "k"},
+                ]
+            )
+        assert engine.timers() == [] and engine.stats()["pending"] == 0
+        disk.failing = False
+        again = await engine.schedule_many([{"handler": "h", "delay": 1, "key": "k"}])
+    async with engine_with(tmp_path / "t.db", clock, []) as engine:
+        assert engine.timers() == again
+
+
+async def test_a_fresh_schedule_is_emitted_once_committed(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    async with engine_with(tmp_path / "t.db", clock, []) as engine:
+        assert engine.journal is not None
+        events: list[str] = []
+        engine.on_event(lambda event: events.append(f"{event.kind.value} {event.key}"))
+        disk = FailingSubmits(engine.journal)
+        disk.failing = True
+        with pytest.raises(JournalError):
+            await engine.schedule("h", delay=1, key="lost")
+        with pytest.raises(JournalError):
+            await engine.schedule_many([{"handler": "h", "delay": 1, "key": "lost2"}])
+        disk.failing = False
+        await engine.schedule("h", delay=1, key="one")
+        await engine.schedule_many([{"handler": "h", "delay": 1, "key": "two"}])
+        assert events == ["scheduled one", "scheduled two"]
+        assert engine.get("lost") is None and engine.get("lost2") is None

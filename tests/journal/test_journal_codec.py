@@ -162,3 +162,23 @@ def test_floats_survive_exactly() -> None:
     for value in (0.1, 1e-300, 1.7976931348623157e308, -0.0, math.pi):
         rec = Retry("k", 1, 2, "e", value, value)
         assert codec.decode(*codec.encode(rec)) == rec
+
+
+# -- the engine's pre-encoded rows ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("payload", [None, b"\x81\xa1a\x01"])
+def test_schedule_row_is_the_encoded_schedule_record(payload: bytes | None) -> None:
+    fields = ("k", 7, "h", 1234.5, payload, 99.25)
+    assert codec.schedule_row(*fields) == codec.encode(Schedule(*fields))
+
+
+def test_seal_rows_seals_like_seal_record_from_the_first_seq() -> None:
+    rows = codec.encode_many([Schedule("k", 1, "h", 5.0, None, 1.0), Ack("k", 1, 2.0)] * 200)
+    first = 2**32 - 100  # the seq's msgpack form widens inside the batch
+    expected = [
+        (seq, kind, codec.seal_record(seq, kind, body))
+        for seq, (kind, body) in enumerate(rows, first)
+    ]
+    assert codec.seal_rows(first, rows) == expected
+    assert codec.seal_rows(1, []) == []

@@ -202,3 +202,17 @@ async def test_a_cancelled_writer_fails_every_waiting_future(db: str) -> None:
     await j.close()  # still closes and releases the lock
     again = await Journal.open(db)
     await again.close()
+
+
+async def test_submitted_rows_are_stored_as_submitted_records(db: str) -> None:
+    from journal import codec
+
+    j = await Journal.open(db)
+    await j.submit([sched(1)])
+    await j.submit_rows([codec.schedule_row("k2", 2, "h", 1002.0, None, 1.0)])
+    await j.close()
+    rows = stored(db)
+    assert [codec.open_record(body, seq, kind) for seq, kind, body in rows] == [
+        sched(1),
+        sched(2),
+    ]

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from journal.postgres import LiveKeyConflict, PostgresStore, StoredTimer
 from wheel_engine.clock import Clock
@@ -35,6 +35,9 @@ from wheel_engine.timer import INTERRUPT_CANCEL
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
 from wheel_engine.validation import RequestChecker, ScheduleRequest, decode_payload
 from wheel_engine.workers import WorkerPool
+
+if TYPE_CHECKING:
+    from wheel_engine.scheduling import Fresh
 
 __all__ = ["NodeScheduler", "info_of"]
 
@@ -79,12 +82,21 @@ class NodeScheduler:
         self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
         self._key_counter = itertools.count(1)
 
+    def submit_fresh(self, request: ScheduleRequest, now: float) -> Fresh | None:
+        """Never: the store assigns the version, so every schedule awaits it."""
+        return None
+
+    def settle_fresh(self, fresh: Fresh) -> TimerInfo:
+        raise AssertionError("submit_fresh() never gives a PostgreSQL schedule to settle")
+
     async def schedule(self, request: ScheduleRequest) -> TimerInfo:
         return (await self._schedule([request]))[0]
 
     async def schedule_many(
-        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+        self, requests: Iterable[Mapping[str, Any]], now: float
     ) -> list[TimerInfo]:
+        if not isinstance(requests, list | tuple):
+            requests = list(requests)
         return await self._schedule(self._check.batch(requests, now))
 
     async def _schedule(self, requests: list[ScheduleRequest]) -> list[TimerInfo]:

@@ -117,6 +117,11 @@ class NodeSink:
     def tail_records(self) -> int:
         return 0  # nothing to compact: owners prune finished rows instead
 
+    def submit_rows(self, rows: list[tuple[int, bytes]]) -> asyncio.Future[None]:
+        """Never called: a node's schedules, cancels and redrives go to the store itself
+        (:class:`~wheel_engine.nodes.scheduler.NodeScheduler`), not through encoded rows."""
+        raise JournalError("encoded rows are not written to PostgreSQL; the store takes requests")
+
     def submit(self, records: list[Record]) -> asyncio.Future[Any]:
         if self._closed or self.store.closed:
             raise JournalError(f"PostgreSQL journal is closed: {self.store.where}")
