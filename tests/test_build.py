@@ -87,6 +87,18 @@ def test_a_timer_comes_out_of_the_wheel_as_itself() -> None:
     assert wheel.insert(3, 2, "plain").item == "plain"
 
 
+def test_a_user_can_subclass_the_system_clock() -> None:
+    """Users adapt the engine's time source by subclassing ``SystemClock`` (a clock that runs
+    ahead, one that counts calls): a compiled class would refuse an interpreted subclass."""
+    from wheel_engine.clock import SystemClock
+
+    class Ahead(SystemClock):
+        def time(self) -> float:
+            return super().time() + 1.0
+
+    assert Ahead().time() > SystemClock().time()
+
+
 def test_no_compiled_module_is_older_than_its_source() -> None:
     stale = _build.stale_modules()
     assert not stale, f"rebuild (make, or pip install -e .): {stale} changed since their build"
