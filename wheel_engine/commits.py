@@ -30,7 +30,8 @@ from wheel_engine.diagnostics import one_line
 from wheel_engine.timers import TimerTable
 
 if TYPE_CHECKING:
-    from journal import Journal, Recovered
+    from journal import Recovered
+    from wheel_engine.storage import RecordSink
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,8 @@ class Commits:
     """The engine's side of its journal (``journal`` is None in memory or before start)."""
 
     def __init__(self, table: TimerTable, clock: Clock, *, compact_min_records: int) -> None:
-        self.journal: Journal | None = None
+        #: A ``journal.Journal``, or the PostgreSQL sink (``wheel_engine.nodes.sink``).
+        self.journal: RecordSink | None = None
         self.closing = False  # set by the engine's close(): no compaction starts any more
         self.committing: dict[str, asyncio.Future[None]] = {}  # key -> its schedule's commit
         self.compacting: asyncio.Task[None] | None = None
@@ -147,8 +149,9 @@ class Commits:
                 raise error
 
     # ------------------------------------------------------------------ fire and forget
-    def submit(self, records: list[Record]) -> asyncio.Future[None]:
-        """``journal.submit(records)``, except that it never raises (see the module docstring)."""
+    def submit(self, records: list[Record]) -> asyncio.Future[Any]:
+        """``journal.submit(records)``, except that it never raises (see the module docstring).
+        Its result is None, or for attempts a ``wheel_engine.storage.Claims``."""
         assert self.journal is not None
         return submit_safely(self.journal, records)
 
@@ -206,7 +209,7 @@ def _progress(path: str, done: int, total: int) -> None:
 
 
 # ---------------------------------------------------------------------- never raising
-def submit_safely(journal: Journal, records: list[Record]) -> asyncio.Future[None]:
+def submit_safely(journal: RecordSink, records: list[Record]) -> asyncio.Future[Any]:
     """``journal.submit(records)``, except that it never raises (see the module docstring)."""
     try:
         return journal.submit(records)

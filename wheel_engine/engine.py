@@ -12,25 +12,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from wheel_engine._build import compiled
+from wheel_engine import signals
 from wheel_engine.clock import Clock, SystemClock
 from wheel_engine.commits import Commits
 from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
 from wheel_engine.errors import EngineError
 from wheel_engine.events import EventBus, Subscriber
 from wheel_engine.firing import Trigger
-from wheel_engine.gcpause import gc_paused
 from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
+from wheel_engine.nodes.options import check_node_options, node_for
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.scheduling import Scheduler
 from wheel_engine.starting import Starter
-from wheel_engine.stats import Counters
+from wheel_engine.stats import Counters, engine_stats
+from wheel_engine.storage import LocalStorage, Storage
 from wheel_engine.timers import TimerTable
 from wheel_engine.validation import (
     RequestChecker,
@@ -63,6 +63,9 @@ class Engine:
 
     ``admin=True`` serves the CLI's writing commands on ``<journal>-admin.sock`` while the
     engine runs (:mod:`wheel_engine.admin`); it needs a journal path.
+
+    A ``postgresql://`` URL shares the journal with other engines (``docs/guide/several-nodes.md``):
+    ``node`` names this one (default: host name and pid); ``lease``, ``horizon`` in seconds.
     """
 
     def __init__(
@@ -82,7 +85,11 @@ class Engine:
         clock_check: float | None = 60.0,
         max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
         admin: bool = False,
+        node: str | None = None,
+        lease: float | None = None,
+        horizon: float | None = None,
     ) -> None:
+        check_node_options(path, node, lease, horizon, admin)
         check_engine_options(
             tick, durability, max_concurrency, retention, max_retained, max_error_bytes, admin, path
         )
@@ -106,7 +113,10 @@ class Engine:
         self._table = TimerTable(
             self._handlers, tick=self.tick, retention=self.retention, max_retained=max_retained
         )
-        self._check = RequestChecker(self._handlers, self._table.timers, max_payload_bytes)
+        self._node = node_for(path, node, lease, horizon, self.retention)  # None unless a URL
+        # On PostgreSQL the database decides on_conflict="error", not this node's memory.
+        live = self._table.timers if self._node is None else {}
+        self._check = RequestChecker(self._handlers, live, max_payload_bytes)
         self._commits = Commits(self._table, self.clock, compact_min_records=compact_min_records)
         self._trigger = Trigger(self._table, self.clock, clock_check)
         self._starter = Starter(
@@ -123,6 +133,8 @@ class Engine:
         self._scheduler = Scheduler(
             self._table, self._commits, self._stats, self.clock, self._trigger, self._pool, events
         )
+        self._local = LocalStorage(self._scheduler, self._commits, self._table, self._check)
+        self._storage: Storage = self._local  # Node.open() replaces it on PostgreSQL
         self._started = False
         self._closing = False  # no new work is accepted
         self._close_begun = False
@@ -132,8 +144,8 @@ class Engine:
 
     @property
     def journal(self) -> Journal | None:
-        """The open journal (None in memory, or before :meth:`start`)."""
-        return self._commits.journal
+        """The open SQLite journal (None in memory, on PostgreSQL, or before :meth:`start`)."""
+        return None if self._node is not None else cast("Journal | None", self._commits.journal)
 
     # ------------------------------------------------------------------ handlers
     def handler(
@@ -194,11 +206,11 @@ class Engine:
             raise EngineError("engine already started")
         loop = asyncio.get_running_loop()
         self._table.start_wheel(self.clock.time())
-        if self.path is not None:
-            recovered = await self._commits.open(self.path, self.durability)
-            self._scheduler.next_version = recovered.max_version + 1
-            with gc_paused(len(recovered.timers)):
-                self._table.restore(recovered, self.clock.time(), self.path)
+        if self._node is not None:
+            parts = (self._table, self._trigger, self._pool, self._commits, self._stats)
+            self._storage = await self._node.open(*parts, self._check, self.clock, self._events)
+        elif self.path is not None:
+            await self._local.open(self.path, self.durability, self.clock)
         self._started = True
         self.clock.attach(self)
         self._starter.start(loop)
@@ -235,6 +247,8 @@ class Engine:
             if self._starter.running and grace > 0:
                 await self._starter.wait_idle(grace)
             await self._pool.cancel_all()
+            if self._node is not None:
+                await self._node.stop()  # the loops; closing the journal releases partitions
             await self._commits.close()
         finally:
             self.clock.detach(self)
@@ -254,15 +268,7 @@ class Engine:
 
     def install_signal_handlers(self, grace: float = 10.0) -> None:
         """Make SIGTERM and SIGINT close the engine gracefully (see :meth:`close`)."""
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self._close_soon, grace)
-
-    def _close_soon(self, grace: float) -> None:
-        logger.info("signal received: closing with %.1f s grace", grace)
-        future = asyncio.ensure_future(self.close(grace))
-        self._background.add(future)
-        future.add_done_callback(self._background.discard)
+        signals.close_on_signals(self.close, grace, self._background)
 
     async def __aenter__(self) -> Engine:
         await self.start()
@@ -307,11 +313,9 @@ class Engine:
         self._check_open()
         now = self.clock.time()
         request = self._check.request(handler, at, delay, payload, key, on_conflict, now)
-        timer, change = self._scheduler.apply(request)
-        info = timer.info()  # what was scheduled: it may fire (and change) before we resume
-        if self._commits.journal is not None:
-            await self._scheduler.make_durable([(timer, change)])
-        return info
+        if self.path is None:  # in memory: no commit to wait for, so no coroutine to pay for
+            return self._scheduler.apply(request)[0].info()
+        return await self._storage.schedule(request)
 
     async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
         """Schedule many timers in one commit. Each request takes :meth:`schedule`'s keywords.
@@ -322,14 +326,7 @@ class Engine:
         self._check_open()
         if not isinstance(requests, list | tuple):
             requests = list(requests)
-        with gc_paused(len(requests)):
-            checked = self._check.batch(requests, self.clock.time())
-            apply = self._scheduler.apply
-            applied = [apply(request) for request in checked]
-            infos = [timer.info() for timer, _ in applied]  # as scheduled, before any firing
-        if self._commits.journal is not None:
-            await self._scheduler.make_durable(applied)
-        return infos
+        return await self._storage.schedule_many(requests, self.clock.time())
 
     async def cancel(self, key: str, *, version: int | None = None) -> CancelResult:
         """Cancel the timer ``key`` (only if ``version`` is its live version, when given).
@@ -339,12 +336,18 @@ class Engine:
         self._check_open()
         key = check_key(key)  # before anything changes: the Cancel record must be writable
         check_version(version)
-        return await self._scheduler.cancel(key, version)
+        return await self._storage.cancel(key, version)
 
     # ------------------------------------------------------------------ reading
     def get(self, key: str) -> TimerInfo | None:
-        """The timer ``key`` as it is now (finished ones until their retention runs out)."""
+        """The timer ``key`` as this node holds it (finished ones until their retention runs
+        out). On PostgreSQL that is only this node's share: :meth:`lookup` reads the database."""
         return self._table.info(key, self.clock.time())
+
+    async def lookup(self, key: str) -> TimerInfo | None:
+        """The timer ``key`` as the journal has it (in memory and SQLite: as :meth:`get`)."""
+        self._check_open()
+        return await self._storage.lookup(check_key(key), self.clock.time())
 
     def timers(
         self, state: TimerState | str | None = None, handler: str | None = None
@@ -358,19 +361,10 @@ class Engine:
         return self._events.subscribe(callback)
 
     def stats(self) -> dict[str, Any]:
-        """Counts by state, counters since start, lateness (seconds) and journal size."""
-        table, journal = self._table, self.journal
-        return {  # O(1) but for the lag percentiles: metrics scrape this on a live loop
-            "pending": table.pending(),
-            "running": self._starter.running,
-            "dead": len(table.dead),
-            "unhandled": table.parked(),
-            "unhandled_handlers": sorted(table.unhandled),
-            **self._stats.as_dict(),
-            "journal_records": journal.tail_records if journal is not None else 0,
-            "last_compaction": self._commits.last_compaction,
-            "compiled": compiled(),  # which build runs: wheel_engine._build, computed once
-        }
+        """Counts by state, counters since start, lateness (seconds) and journal size; on
+        PostgreSQL also this ``node`` and the ``partitions`` it owns."""
+        stats = engine_stats(self._table, self._starter.running, self._stats, self._commits)
+        return stats if self._node is None else {**stats, **self._node.stats()}
 
     # ------------------------------------------------- dead letters, compaction, test support
     async def redrive(self, key: str, *, at: datetime | float | None = None) -> TimerInfo:
@@ -382,7 +376,7 @@ class Engine:
         key = check_key(key)
         now = self.clock.time()
         due = now if at is None else due_time(now, at, None)
-        return await self._scheduler.redrive(key, due, now)
+        return await self._storage.redrive(key, due, now)
 
     async def compact(self) -> None:
         """Rewrite the journal to the live state now, online (schedules keep working)."""

@@ -29,6 +29,7 @@ from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
 from wheel_engine.outcomes import Outcomes
 from wheel_engine.stats import Counters
+from wheel_engine.storage import Claims
 from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_CRASH, QUEUED, Timer
 from wheel_engine.timers import PENDING, RUNNING, TimerTable
 from wheel_engine.wheel.entry import DETACHED
@@ -218,6 +219,9 @@ class Starter:
         if future.cancelled() or future.exception() is not None:
             self._attempts_failed(future, inline, pooled)
             return
+        claims = future.result()
+        if claims is not None:  # a store that may refuse attempts (PostgreSQL): see storage
+            inline, pooled = self._claimed(claims, inline, pooled)
         if self.closing:  # not run: they fire again after the next start
             self._inline_starting = False
             self.alone = None
@@ -228,6 +232,19 @@ class Starter:
         self._run_batch(inline, pooled)
         if not inline and not self._attempt_commits:
             self.start_later()  # a crash suspect may be waiting for no commit in flight
+
+    def _claimed(
+        self, claims: Claims, inline: list[Timer], pooled: list[Timer]
+    ) -> tuple[list[Timer], list[Timer]]:
+        """Only the attempts ``claims`` keeps run; the others leave the group's counts."""
+        kept_inline = [timer for timer in inline if claims.keep(timer)]
+        kept_pooled = [timer for timer in pooled if claims.keep(timer)]
+        self.running -= len(inline) - len(kept_inline) + len(pooled) - len(kept_pooled)
+        self._slots -= len(pooled) - len(kept_pooled)
+        if inline and not kept_inline:  # the inline group ended before it began
+            self._inline_starting = False
+            self.start_later()
+        return kept_inline, kept_pooled
 
     def _attempts_failed(
         self, future: asyncio.Future[None], inline: list[Timer], pooled: list[Timer]

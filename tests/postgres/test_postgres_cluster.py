@@ -5,7 +5,7 @@ Without PostgreSQL or psycopg this is the one test collected here, and it skips 
 
 from __future__ import annotations
 
-from conftest import Cluster
+from pg_cluster import Cluster
 
 
 def test_the_cluster_answers_on_loopback(pg_server: Cluster) -> None:

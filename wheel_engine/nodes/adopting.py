@@ -1,0 +1,152 @@
+"""What a stored row means for this node's timer table: adopt it, drop a stale entry, or stop a
+running handler.
+
+Rows reach a node from the horizon loader, the change feed and its own writes, at least once
+and in any order, so :meth:`Adopter.row` goes by version: a row older than what the node holds
+changes nothing, and a row of the version it holds changes nothing while that version is live
+here (the node's own claim or retry may be in flight, ahead of the database). Otherwise the
+database is the authority:
+
+- a PENDING row of a partition this node may fire, within the loaded horizon, goes into the
+  wheel (replacing an older version); one beyond the horizon only takes an older version out
+  (the loader brings the new one in time);
+- a finished row (SUCCEEDED, CANCELED, DEAD) replaces the node's pending entry, so ``get()``
+  tells how it ended;
+- a RUNNING row whose cancel was requested cancels the handler's task if it runs here; one
+  running elsewhere (claimed under another epoch) takes the node's pending entry out.
+
+Guaranteed: a stale entry left in the wheel can never fire twice or early, since every attempt
+is a compare-and-set in the database (:mod:`wheel_engine.nodes.sink`); this module only keeps
+the wheel close to the database so that few of them are tried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from journal.postgres import PostgresStore, StoredTimer
+from wheel_engine.firing import Trigger
+from wheel_engine.timer import INTERRUPT_CANCEL, UNDECODED, Timer
+from wheel_engine.timers import PENDING, RUNNING, TimerTable
+from wheel_engine.workers import WorkerPool
+
+__all__ = ["Adopter", "timer_of"]
+
+
+def timer_of(row: StoredTimer) -> Timer:
+    """A table entry for ``row``; its payload is decoded on first use."""
+    timer = Timer(
+        row.key,
+        row.version,
+        row.handler,
+        row.due,
+        UNDECODED if row.payload is not None else None,
+        row.state,
+        row.attempts,
+        row.last_error,
+        row.first_attempt_at,
+        row.updated_at,
+    )
+    timer.packed = row.payload
+    return timer
+
+
+class Adopter:
+    """Applies stored rows to the table (see the module docstring). Runs on the loop."""
+
+    __slots__ = ("_pool", "_store", "_table", "_trigger")
+
+    def __init__(
+        self, table: TimerTable, trigger: Trigger, pool: WorkerPool, store: PostgresStore
+    ) -> None:
+        self._table = table
+        self._trigger = trigger
+        self._pool = pool
+        self._store = store
+
+    def rows(self, rows: Iterable[StoredTimer]) -> None:
+        """Apply ``rows`` in order, then arm the clock once."""
+        placed = False
+        for row in rows:
+            placed = self.row(row) or placed
+        if placed:
+            self._trigger.arm()
+
+    def arm(self) -> None:
+        """Arm the clock for timers :meth:`row` placed."""
+        self._trigger.arm()
+
+    def row(self, row: StoredTimer) -> bool:
+        """Apply one row; True if a timer went into the wheel (the caller arms)."""
+        local = self._table.timers.get(row.key)
+        if local is not None and local.version > row.version:
+            return False
+        if local is not None and local.version == row.version and local.state.is_live:
+            if local.state is RUNNING and row.cancel_requested:
+                self._pool.interrupt(local, INTERRUPT_CANCEL)
+            elif local.state is PENDING and row.state is RUNNING and not self._ours(row):
+                self.forget(local)  # claimed by another node (the partition moved meanwhile)
+            elif local.state is PENDING and not row.state.is_live:
+                self._finished(local, row)  # cancelled (or finished) elsewhere
+            return False
+        if row.state is PENDING:
+            return self._pending(local, row)
+        if local is not None and local.state is PENDING:
+            if row.state is RUNNING:
+                self.forget(local)
+            else:
+                self._finished(local, row)
+        return False
+
+    def _ours(self, row: StoredTimer) -> bool:
+        """``row`` was claimed by this node under the epoch it holds (its retry is in flight)."""
+        lease = self._store.leases.owned.get(row.partition)
+        return lease is not None and row.run_epoch == lease.epoch
+
+    def _pending(self, local: Timer | None, row: StoredTimer) -> bool:
+        held = row.partition in self._store.leases.owned
+        if not held or not self._store.horizon.covers(row.due, row.version):
+            if local is not None and local.state is not RUNNING:
+                self.forget(local)  # replaced or redriven; its owner's loader brings it in time
+            return False
+        table = self._table
+        if local is not None and local.state is PENDING:
+            table.unplace(local)
+        fresh = timer_of(row)
+        table.replace(fresh, local)  # an older version running here runs on; its ack is refused
+        table.place(fresh)
+        return True
+
+    def _finished(self, local: Timer, row: StoredTimer) -> None:
+        table = self._table
+        if local.state is PENDING:
+            table.unplace(local)
+        fresh = timer_of(row)
+        table.replace(fresh, local)
+        table.finish(fresh, row.state, row.updated_at)
+
+    def forget(self, timer: Timer) -> None:
+        """This node no longer holds ``timer`` (another node owns it now, or it was refused)."""
+        table = self._table
+        if timer.state is PENDING:
+            table.unplace(timer)
+        if table.timers.get(timer.key) is timer:
+            del table.timers[timer.key]
+            table.finished.pop(timer.key, None)
+            table.dead.pop(timer.key, None)
+
+    def drop_partitions(self, partitions: Collection[int]) -> int:
+        """Take the pending timers of ``partitions`` out (lost or given up); returns how many.
+        Running ones run on: their outcome is refused if the new owner has moved on."""
+        if not partitions:
+            return 0
+        chosen = set(partitions)
+        partition_of = self._store.partition_of
+        stale = [
+            timer
+            for timer in self._table.timers.values()
+            if timer.state is PENDING and partition_of(timer.key) in chosen
+        ]
+        for timer in stale:
+            self.forget(timer)
+        return len(stale)

@@ -1,0 +1,97 @@
+"""The node's lease loop: renew and take partitions every third of the lease, hand back the
+surplus, and keep the wheel in step with what the node owns.
+
+Each round (:meth:`LeaseKeeper.round`) is one :meth:`~journal.postgres.PostgresStore.maintain`
+(heartbeat, renew, take up to the fair share on the database's clock), then:
+
+- partitions **lost** (another node holds them now) leave the wheel at once; handlers running
+  there run on, and their outcomes are refused if the new owner has moved on;
+- partitions **gained** are read from the database up to the loaded horizon (the taker has
+  already turned their timers left RUNNING under an older epoch back to PENDING);
+- partitions held beyond the fair share (a node joined) are **released** once no handler of
+  this node runs there, so the newcomer takes them at once.
+
+A round runs early when another node released partitions (its NOTIFY, seen by the feed loop).
+A round that cannot reach the database is logged and the next one tries again; meanwhile the
+store stops firing in partitions whose lease is near its end (``Leases.usable``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Callable
+
+from journal.errors import JournalError
+from journal.postgres import LeaseChange, PostgresStore
+from wheel_engine.nodes.adopting import Adopter
+
+__all__ = ["LeaseKeeper"]
+
+logger = logging.getLogger(__name__)
+
+
+class LeaseKeeper:
+    """The lease loop (see the module docstring). ``running_in(partition)``: a handler of this
+    node runs there (its partition is not released until it ends)."""
+
+    def __init__(
+        self, store: PostgresStore, adopter: Adopter, running_in: Callable[[int], bool]
+    ) -> None:
+        self._store = store
+        self._adopter = adopter
+        self._running_in = running_in
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Run the next round now (partitions were released elsewhere)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Rounds until cancelled."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._store.leases.renew_every)
+            self._wake.clear()
+            await self.round()
+
+    async def round(self) -> LeaseChange | None:
+        """One lease round; None if the database could not be reached (logged)."""
+        store = self._store
+        try:
+            change = await store.maintain()
+            if change.lost:
+                dropped = self._adopter.drop_partitions(change.lost)
+                logger.warning(
+                    "node %s lost partitions %s (%d pending timers left its wheel)",
+                    store.node,
+                    change.lost,
+                    dropped,
+                )
+            if not store.leases.owned:
+                store.horizon.reset()
+            if change.gained:
+                await self._load(list(change.gained))
+            await self._give_back(change.live_nodes)
+        except JournalError as exc:
+            logger.warning("lease round of node %s failed: %s", store.node, exc)
+            return None
+        return change
+
+    async def _load(self, gained: list[int]) -> None:
+        store = self._store
+        if math.isinf(store.horizon.through[0]):  # nothing loaded yet: read the whole horizon
+            rows = await store.refill()
+        else:
+            rows = await store.catch_up(gained)
+        self._adopter.rows(rows)
+        logger.info("node %s took partitions %s (%d timers loaded)", store.node, gained, len(rows))
+
+    async def _give_back(self, live_nodes: int) -> None:
+        store = self._store
+        idle = [p for p in store.leases.surplus(live_nodes) if not self._running_in(p)]
+        if idle:
+            self._adopter.drop_partitions(idle)
+            await store.release(idle)

@@ -1,0 +1,125 @@
+"""One node: the PostgreSQL store and the loops that keep this engine's wheel in step with it.
+
+:class:`Node` is what ``Engine("postgresql://...")`` holds. :meth:`Node.open` connects (and
+creates or upgrades the schema), sets the feed's cursor, takes this node's first partitions,
+loads their horizon and makes the store the engine's record sink and storage; it then
+runs the lease loop, the change feed and the refill as tasks; :meth:`Node.stop` ends them (the
+engine closes the store afterwards, through its commit path, which releases the partitions).
+
+The wheel holds only the pending timers of the partitions this node owns that are due within
+the horizon; ``Engine.lookup`` reads the database for the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from journal.postgres import DEFAULT_HORIZON, DEFAULT_LEASE, PostgresStore
+from wheel_engine.clock import Clock
+from wheel_engine.commits import Commits
+from wheel_engine.events import EventBus
+from wheel_engine.firing import Trigger
+from wheel_engine.nodes.adopting import Adopter
+from wheel_engine.nodes.leasing import LeaseKeeper
+from wheel_engine.nodes.loading import FeedReader, Refiller
+from wheel_engine.nodes.options import default_node
+from wheel_engine.nodes.scheduler import NodeScheduler
+from wheel_engine.nodes.sink import NodeSink
+from wheel_engine.stats import Counters
+from wheel_engine.timers import TimerTable
+from wheel_engine.validation import RequestChecker
+from wheel_engine.workers import WorkerPool
+
+__all__ = ["Node"]
+
+logger = logging.getLogger(__name__)
+
+
+class Node:
+    """This engine's node on a shared PostgreSQL journal (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str | None,
+        lease: float | None,
+        horizon: float | None,
+        retention: float,
+    ) -> None:
+        self.url = url
+        self.name = default_node() if name is None else name
+        self.lease = DEFAULT_LEASE if lease is None else float(lease)
+        self.horizon = DEFAULT_HORIZON if horizon is None else float(horizon)
+        self.retention = retention
+        self.store: PostgresStore | None = None
+        self._sink: NodeSink | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def open(
+        self,
+        table: TimerTable,
+        trigger: Trigger,
+        pool: WorkerPool,
+        commits: Commits,
+        stats: Counters,
+        check: RequestChecker,
+        clock: Clock,
+        events: EventBus,
+    ) -> NodeScheduler:
+        """Connect, take partitions, load their horizon, start the loops; returns the
+        engine's storage."""
+        store = await PostgresStore.open(
+            self.url, node=self.name, lease=self.lease, horizon=self.horizon
+        )
+        try:
+            adopter = Adopter(table, trigger, pool, store)
+            sink = NodeSink(store, adopter, table, trigger, clock)
+            self._keeper = LeaseKeeper(store, adopter, self._running_in)
+            self._feed = FeedReader(store, adopter, self._keeper.wake)
+            self._refiller = Refiller(store, adopter, self.retention)
+            await store.start_feed()  # before the first load: nothing falls between the two
+            await self._keeper.round()
+            adopter.rows(await store.refill())
+        except BaseException:
+            await store.close()
+            raise
+        self.store, self._sink = store, sink
+        commits.journal = sink
+        self._start()
+        return NodeScheduler(store, adopter, table, pool, stats, clock, events, check)
+
+    def _running_in(self, partition: int) -> bool:
+        assert self.store is not None and self._sink is not None
+        partition_of = self.store.partition_of
+        return any(partition_of(key) == partition for key in self._sink.epochs)
+
+    def _start(self) -> None:
+        """Run the lease loop, the change feed and the refill (until :meth:`stop`). Their
+        first rounds come a period later; until the engine's trigger starts they only fill
+        the wheel."""
+        loop = asyncio.get_running_loop()
+        for name, work in (
+            ("leases", self._keeper.run()),
+            ("feed", self._feed.run()),
+            ("refill", self._refiller.run()),
+        ):
+            self._tasks.append(loop.create_task(work, name=f"wheel-engine {self.name} {name}"))
+
+    async def stop(self) -> None:
+        """End the loops (the store is closed by the engine's commit path afterwards)."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def stats(self) -> dict[str, Any]:
+        """This node's name and the partitions it may fire in now."""
+        store = self.store
+        held = [] if store is None or store.closed else store.held()
+        return {"node": self.name, "partitions": held}

@@ -1,0 +1,156 @@
+"""The public calls on PostgreSQL: the store first, then this node's memory.
+
+:class:`NodeScheduler` is the :class:`~wheel_engine.storage.Storage` of a node. Unlike the
+SQLite side (memory first, then committed, undone on failure), every change is made in the
+database first, which decides the outcome:
+
+- ``schedule``: the store assigns the version (from a sequence: strictly increasing across
+  all nodes, never reused) and applies ``on_conflict`` against the live row, whichever node
+  wrote it; the timer then goes into this node's wheel if this node owns its partition and
+  its due time is within the loaded horizon (otherwise its owner learns of it through the
+  change feed, or the loader reads it in time);
+- ``cancel``: a pending timer is CANCELED by one conditional update; one running on any node
+  is CANCEL_REQUESTED (its owner cancels the handler's task); a stale version is NOT_FOUND;
+- ``redrive``: DEAD to PENDING with a new version;
+- ``lookup``: the database's row, whichever node owns it.
+
+Nothing changes in memory when the store raises, so there is nothing to undo.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from journal.postgres import LiveKeyConflict, PostgresStore, StoredTimer
+from wheel_engine.clock import Clock
+from wheel_engine.errors import DuplicateKey, EngineError
+from wheel_engine.events import EventBus
+from wheel_engine.model import CancelResult, TimerInfo
+from wheel_engine.nodes.adopting import Adopter, timer_of
+from wheel_engine.stats import Counters
+from wheel_engine.timer import INTERRUPT_CANCEL
+from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
+from wheel_engine.validation import RequestChecker, ScheduleRequest, decode_payload
+from wheel_engine.workers import WorkerPool
+
+__all__ = ["NodeScheduler", "info_of"]
+
+
+def info_of(row: StoredTimer, payload: object = None, decoded: bool = False) -> TimerInfo:
+    """``row`` as a :class:`TimerInfo` (its payload decoded unless given)."""
+    value = payload if decoded else decode_payload(row.payload)
+    return TimerInfo(
+        row.key,
+        row.version,
+        row.handler,
+        row.due,
+        value,
+        row.state,
+        row.attempts,
+        row.last_error,
+    )
+
+
+class NodeScheduler:
+    """A node's :class:`~wheel_engine.storage.Storage` (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        adopter: Adopter,
+        table: TimerTable,
+        pool: WorkerPool,
+        stats: Counters,
+        clock: Clock,
+        events: EventBus,
+        check: RequestChecker,
+    ) -> None:
+        self._check = check
+        self._store = store
+        self._adopter = adopter
+        self._table = table
+        self._pool = pool
+        self._stats = stats
+        self._clock = clock
+        self._events = events
+        self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
+        self._key_counter = itertools.count(1)
+
+    async def schedule(self, request: ScheduleRequest) -> TimerInfo:
+        return (await self._schedule([request]))[0]
+
+    async def schedule_many(
+        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+    ) -> list[TimerInfo]:
+        return await self._schedule(self._check.batch(requests, now))
+
+    async def _schedule(self, requests: list[ScheduleRequest]) -> list[TimerInfo]:
+        store = self._store
+        asked = [
+            store.request(
+                r.key if r.key is not None else self._new_key(),
+                r.handler,
+                r.due,
+                r.data,
+                r.on_conflict,  # type: ignore[arg-type]  # validated: one of ON_CONFLICT
+            )
+            for r in requests
+        ]
+        try:
+            results = await store.schedule_many(asked)
+        except LiveKeyConflict as exc:
+            raise DuplicateKey(str(exc)) from exc
+        infos: list[TimerInfo] = []
+        now = self._clock.time()
+        placed = False
+        for request, (row, kept) in zip(requests, results, strict=True):
+            if kept:
+                infos.append(info_of(row))
+                continue
+            placed = self._adopter.row(row) or placed
+            infos.append(info_of(row, request.payload, decoded=True))
+            if self._events.active:
+                self._events.scheduled(timer_of(row), now)
+        if placed:
+            self._adopter.arm()
+        return infos
+
+    def _new_key(self) -> str:
+        return f"{self._key_prefix}-{next(self._key_counter)}"
+
+    async def cancel(self, key: str, version: int | None) -> CancelResult:
+        result = CancelResult(await self._store.cancel(key, version))
+        local = self._table.timers.get(key)
+        if local is None or (version is not None and local.version != version):
+            return result
+        if result is CancelResult.CANCELED and local.state is PENDING:
+            self._table.unplace(local)
+            self._table.finish(local, CANCELED, self._clock.time())
+            self._stats.canceled += 1
+            if self._events.active:
+                self._events.canceled(local, local.updated_at)
+        elif result is CancelResult.CANCEL_REQUESTED and local.state is RUNNING:
+            self._pool.interrupt(local, INTERRUPT_CANCEL)  # here at once; others via the feed
+        return result
+
+    async def redrive(self, key: str, due: float, now: float) -> TimerInfo:
+        row = await self._store.redrive(key, at=due)
+        if row is None:
+            current = await self._store.lookup(key)
+            if current is None:
+                raise KeyError(key)
+            if current.state is not DEAD:
+                raise EngineError(f"timer {key!r} is {current.state}, not DEAD")
+            raise EngineError(f"timer {key!r} changed while it was redriven")  # pragma: no cover
+        self._adopter.rows((row,))
+        self._stats.redriven += 1
+        if self._events.active:
+            self._events.redriven(timer_of(row), now)
+        return info_of(row)
+
+    async def lookup(self, key: str, now: float) -> TimerInfo | None:
+        row = await self._store.lookup(key)
+        return None if row is None else info_of(row)

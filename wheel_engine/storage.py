@@ -1,0 +1,145 @@
+"""The storage interface: the calls whose meaning differs between the SQLite journal and the
+PostgreSQL store, and the SQLite side's adapter.
+
+The SQLite journal is a log: the engine decides everything (versions, whether an attempt may
+start, how a cancel ends) and writes records of what it decided. The PostgreSQL store is the
+authority several nodes share: it assigns versions, may refuse an attempt (another node
+claimed it, the partition moved, it is not due by the database's clock), decides how a cancel
+ends, and fences outcomes by the claim's epoch. So the engine's parts talk to these protocols:
+
+- :class:`Storage`: the public calls that change timers (schedule, cancel, redrive) and
+  ``lookup``. :class:`LocalStorage` is the SQLite (and in-memory) side: the existing
+  :class:`~wheel_engine.scheduling.Scheduler` and commit path, unchanged; the PostgreSQL side
+  is :class:`wheel_engine.nodes.scheduler.NodeScheduler`.
+- :class:`RecordSink`: what :class:`~wheel_engine.commits.Commits` writes the firing path's
+  records to (attempts, acks, retries, deaths): a ``journal.Journal``, or the PostgreSQL
+  sink (:mod:`wheel_engine.nodes.sink`), which turns them into compare-and-set statements.
+- :class:`Claims`: what an attempt commit answers when the store may refuse attempts. The
+  SQLite journal answers None (every attempt written is claimed); the starter asks a
+  :class:`Claims` about each timer of the group and runs only those it keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from wheel_engine.gcpause import gc_paused
+from wheel_engine.model import CancelResult, TimerInfo
+
+if TYPE_CHECKING:
+    from journal import Record
+    from wheel_engine.clock import Clock
+    from wheel_engine.commits import Commits
+    from wheel_engine.scheduling import Scheduler
+    from wheel_engine.timer import Timer
+    from wheel_engine.timers import TimerTable
+    from wheel_engine.validation import RequestChecker, ScheduleRequest
+
+__all__ = ["Claims", "LocalStorage", "RecordSink", "Storage"]
+
+
+class Storage(Protocol):
+    """The public calls that change timers, and ``lookup``. Inputs are validated already.
+
+    Each returns once its change is durable (committed to the journal or the database).
+    """
+
+    async def schedule(self, request: ScheduleRequest) -> TimerInfo: ...
+
+    async def schedule_many(
+        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+    ) -> list[TimerInfo]:
+        """Check every request (one bad one rejects all, nothing changed), then schedule."""
+        ...
+
+    async def cancel(self, key: str, version: int | None) -> CancelResult: ...
+
+    async def redrive(self, key: str, due: float, now: float) -> TimerInfo: ...
+
+    async def lookup(self, key: str, now: float) -> TimerInfo | None: ...
+
+
+class Claims(Protocol):
+    """An attempt commit's answer from a store that may refuse attempts (PostgreSQL)."""
+
+    def keep(self, timer: Timer) -> bool:
+        """True: ``timer``'s attempt was claimed, run it. False: it was not; the claims have
+        already undone its charge and put it back (not due yet) or dropped it (lost)."""
+        ...
+
+
+class RecordSink(Protocol):
+    """What :class:`~wheel_engine.commits.Commits` writes records to (``journal.Journal``)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def tail_records(self) -> int: ...
+
+    def submit(self, records: list[Record]) -> asyncio.Future[Any]:
+        """Write ``records``; the future's result is None or, for attempts, :class:`Claims`."""
+        ...
+
+    def busy(self) -> bool: ...
+
+    async def flush(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def compact(self, *, retention: float, now: float, max_retained: int) -> Any: ...
+
+
+class LocalStorage:
+    """:class:`Storage` over the SQLite journal (or none: in memory) through the engine's own
+    scheduler and commit path: memory first, then committed, undone on failure."""
+
+    __slots__ = ("_apply", "_check", "_commits", "_make_durable", "_scheduler", "_table")
+
+    def __init__(
+        self, scheduler: Scheduler, commits: Commits, table: TimerTable, check: RequestChecker
+    ) -> None:
+        self._scheduler = scheduler
+        self._check = check
+        self._apply = scheduler.apply
+        self._make_durable = scheduler.make_durable
+        self._commits = commits
+        self._table = table
+
+    async def open(self, path: str, durability: Literal["full", "normal"], clock: Clock) -> None:
+        """Open and recover the journal at ``path`` into the table."""
+        recovered = await self._commits.open(path, durability)
+        self._scheduler.next_version = recovered.max_version + 1
+        with gc_paused(len(recovered.timers)):
+            self._table.restore(recovered, clock.time(), path)
+
+    async def schedule(self, request: ScheduleRequest) -> TimerInfo:
+        timer, change = self._apply(request)
+        info = timer.info()  # what was scheduled: it may fire (and change) before we resume
+        if self._commits.journal is not None:
+            await self._make_durable([(timer, change)])
+        return info
+
+    async def schedule_many(
+        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
+    ) -> list[TimerInfo]:
+        with gc_paused(len(requests)):  # one pause for checking and applying: bulk allocations
+            checked = self._check.batch(requests, now)
+            apply = self._apply
+            applied = [apply(request) for request in checked]
+            infos = [timer.info() for timer, _ in applied]  # as scheduled, before any firing
+        if self._commits.journal is not None:
+            await self._make_durable(applied)
+        return infos
+
+    async def cancel(self, key: str, version: int | None) -> CancelResult:
+        return await self._scheduler.cancel(key, version)
+
+    async def redrive(self, key: str, due: float, now: float) -> TimerInfo:
+        return await self._scheduler.redrive(key, due, now)
+
+    async def lookup(self, key: str, now: float) -> TimerInfo | None:
+        """One engine alone holds every timer of its journal: memory is the answer."""
+        return self._table.info(key, now)
