@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FIGURES", "main"]
 
-#: name -> (figure number, module name)
+#: name -> (figure number, module name). A new figure joins with one line here: its module
+#: ``bench.compare.<module>`` has ``run(cfg, series) -> list[Comparison]`` and may have
+#: ``targets(cfg) -> list[Target]`` (collected by :func:`bench.compare.targets.targets_for`).
 FIGURES: dict[str, tuple[str, str]] = {
     "inmemory": ("1", "inmemory"),
     "lateness": ("2", "lateness"),
@@ -37,6 +39,7 @@ FIGURES: dict[str, tuple[str, str]] = {
     "durable": ("4", "durable"),
     "firing": ("5", "firing"),
     "recovery": ("6", "recovery"),
+    "scaling": ("7", "scaling"),
 }
 
 
@@ -52,7 +55,7 @@ def _parse_only(text: str | None) -> list[str]:
         name = by_number.get(item, item)
         if name not in FIGURES:
             raise argparse.ArgumentTypeError(
-                f"unknown figure {raw!r}; choose from {', '.join(FIGURES)} (or 1-6)"
+                f"unknown figure {raw!r}; choose from {', '.join(FIGURES)} (or 1-{len(FIGURES)})"
             )
         if name not in chosen:
             chosen.append(name)
@@ -75,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only",
         metavar="FIGURE[,FIGURE]",
-        help=f"run only these figures: {', '.join(FIGURES)} (or their numbers 1-6)",
+        help=f"run only these figures: {', '.join(FIGURES)} (or their numbers 1-{len(FIGURES)})",
     )
     p.add_argument(
         "--rounds",
@@ -89,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="also put the results into DIR/benchmarks.md (between its results markers) "
         "and the plots into DIR/img/ (maintainers: --docs docs)",
+    )
+    p.add_argument(
+        "--beside",
+        metavar="RESULTS_JSON",
+        help="report another run's figures beside this run's (its results.json, e.g. the pure "
+        "build's run beside the compiled one's); in the printed targets and in results.md",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
@@ -112,12 +121,18 @@ def main(argv: list[str] | None = None) -> int:
         print("wheel-engine bench: error: --rounds must be at least 1", file=sys.stderr)
         return 2
 
-    from bench.compare import report
+    from bench.compare import beside, report
     from bench.compare.config import Config
     from bench.compare.machine import machine_info
     from bench.compare.measure import Log
     from bench.compare.targets import evaluate_targets, targets_for
 
+    try:
+        other = beside.load(Path(args.beside)) if args.beside else None
+    except (OSError, ValueError) as exc:
+        parser.print_usage(sys.stderr)
+        print(f"wheel-engine bench: error: --beside: {exc}", file=sys.stderr)
+        return 2
     log = Log(sys.stderr, verbose=not args.quiet)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -127,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg.set_rounds(args.rounds)
     machine = machine_info()
     log(
-        f"{'quick' if cfg.quick else 'full'} run of {', '.join(figures)}; "
+        f"{'quick' if cfg.quick else 'full'} run of {', '.join(figures)} on the "
+        f"{machine['build']} build; "
         f"{machine['nproc']} CPUs ({machine['cpu']}), Python {machine['python']}"
     )
     try:
@@ -146,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         elapsed=run.elapsed,
         series=run.series,
         quick=cfg.quick,
+        beside=other,
     )
     report.print_summary(results)
     docs = Path(args.docs) if args.docs else None

@@ -30,7 +30,7 @@ class Config:
     mem_reps: int = 1
     # 4. durable scheduling
     dur_n: int = 100_000  #: schedule_many, in batches of 1,000
-    dur_gather_n: int = 10_000  #: concurrent awaited schedule() calls
+    dur_gather_n: int = 20_000  #: concurrent awaited schedule() calls (issue 10's target: 20k)
     dur_serial_n: int = 1_000  #: awaited schedule() one after another
     dur_aps_n: int = 500
     dur_huey_n: int = 2_000
@@ -43,6 +43,11 @@ class Config:
     # 6. recovery
     rec_sizes: list[int] = field(default_factory=lambda: [100_000, 1_000_000])
     rec_reps: int = 3
+    # 7. CPU per timer against timers pending (10M needs several GB: skipped if it cannot fit)
+    scale_sizes: list[int] = field(default_factory=lambda: [10_000, 100_000, 1_000_000, 10_000_000])
+    scale_ops: int = 20_000  #: schedule+fire (and schedule+cancel) operations a round
+    scale_window: float = 0.2  #: seconds the operations' dues are spread over
+    scale_reps: int = 3
 
     def set_rounds(self, n: int) -> None:
         """The same number of interleaved rounds for every comparison (``--rounds``)."""
@@ -50,6 +55,7 @@ class Config:
             setattr(self, name, n)
         self.fire_reps = n
         self.rec_reps = n
+        self.scale_reps = n
 
     @classmethod
     def make(cls, quick: bool, scratch: Path, log: Log) -> Config:
@@ -83,4 +89,8 @@ class Config:
             fire_reps=1,
             rec_sizes=[10_000],
             rec_reps=3,
+            scale_sizes=[10_000, 100_000],
+            scale_ops=5_000,
+            scale_window=0.05,
+            scale_reps=2,
         )

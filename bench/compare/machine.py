@@ -1,4 +1,4 @@
-"""The machine a run was measured on: CPU, Python, SQLite, versions, commit, date."""
+"""The machine a run was measured on: CPU, Python, SQLite, the build, versions, commit, date."""
 
 from __future__ import annotations
 
@@ -38,10 +38,22 @@ def machine_info() -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "sqlite": sqlite3.sqlite_version,
+        "build": _build(),
         "versions": {dist: _version(dist) for dist in DISTRIBUTIONS},
         "git_commit": _commit(),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def _build() -> str:
+    """``compiled`` or ``pure``: which wheel-engine this process runs (``wheel_engine.COMPILED``),
+    ``unknown`` if it cannot be imported or does not say."""
+    try:
+        import wheel_engine
+    except Exception:
+        return "unknown"
+    compiled = getattr(wheel_engine, "COMPILED", None)
+    return "unknown" if compiled is None else "compiled" if compiled else "pure"
 
 
 def _cpu() -> str:

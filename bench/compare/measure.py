@@ -101,6 +101,15 @@ class Comparison:
     ratios: dict[str, Ratio]
     extra_metrics: list[str] = field(default_factory=list)
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Comparison:
+        """A comparison back from its ``dataclasses.asdict`` form (``results.json``, or a
+        figure measured in a subprocess)."""
+        fields = dict(d)
+        fields["results"] = [ContenderResult(**r) for r in d["results"]]
+        fields["ratios"] = {name: Ratio(**r) for name, r in d["ratios"].items()}
+        return cls(**fields)
+
     def result(self, name: str) -> ContenderResult | None:
         for r in self.results:
             if r.name == name:

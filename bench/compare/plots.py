@@ -2,24 +2,26 @@
 
 Files: ``throughput.png`` (1: in memory against N), ``cancel.png`` (1: the cancel mix),
 ``lateness.png`` (2: the CDF), ``memory.png`` (3), ``durable.png`` (4: full and normal),
-``firing.png`` (5), ``recovery.png`` (6: one panel per size).
+``firing.png`` (5), ``recovery.png`` (6: one panel per size), ``scaling.png`` (7: CPU per
+timer against timers pending, one panel per operation mix).
 
 Guaranteed: every plot's title says what it compares and that its ratios come from one run on
 one machine; a legend names only lines drawn inside the axes; the layout is constrained and long
 titles are wrapped, so no label is cut off (``tests/bench/test_bench_plots.py`` checks both);
-an axis whose values span a decade or more is logarithmic. Not guaranteed: that two contenders
-with equal figures stay apart (they are told apart by line style and marker, not by position).
+an axis whose values span a decade or more is logarithmic (:mod:`bench.compare.plotkit`). Not
+guaranteed: that two contenders with equal figures stay apart (they are told apart by line
+style and marker, not by position).
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.compare import plotkit as kit
 from bench.compare.units import fmt_ratio
 
 if TYPE_CHECKING:
@@ -30,23 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = ["draw", "figures", "matplotlib_missing"]
 
-WIDTH_IN = 8.0  #: every plot's width in inches (the docs page shows them at this size)
-DPI = 100  #: pixels per inch of the PNGs
-TITLE_CHARS = 115  #: a title line is wrapped beyond this many characters (fits WIDTH_IN at 9.5 pt)
 NAME_CHARS = 30  #: a contender's name beside its bar is wrapped beyond this many characters
-ENG_FROM = 1e4  #: an axis reaching this high gets k/M tick labels
-DECADE = 10.0  #: values spanning at least this factor get a log axis
-ONE_RUN = "one run on one machine"  #: what every title says the ratios come from
 
-#: line colour, style and marker per contender of the line plots; others get the defaults
-STYLE: dict[str, tuple[str | None, str, str | None]] = {
-    "wheel-engine schedule_many()": ("C0", "-", "o"),
-    "wheel-engine schedule()": ("C0", "--", "s"),
-    "wheel-engine": ("C0", "-", None),
-    "wheel-engine on uvloop": ("C4", "-.", None),
-    "asyncio call_at": ("C1", "-", "^"),
-    "uvloop call_at": ("C2", "-", "v"),
-}
 
 #: what a comparison's metric is, in words, for the axis label
 METRIC_WORDS = {
@@ -75,6 +62,7 @@ HEADLINES = {
     "durable": "Figure 4: durable scheduling, wheel-engine against raw sqlite3, APScheduler, huey",
     "firing": "Figure 5: firing due durable timers, wheel-engine against APScheduler and huey",
     "recovery": "Figure 6: recovery (start-up), wheel-engine against a raw read of the rows",
+    "scaling": "Figure 7: CPU per timer by timers pending, wheel-engine against asyncio call_at",
 }
 
 
@@ -93,7 +81,7 @@ def draw(
     made = []
     for stem, fig in figures(comparisons, series, machine).items():
         path = out / f"{stem}.png"
-        fig.savefig(path, dpi=DPI)
+        fig.savefig(path, dpi=kit.DPI)
         made.append(path)
     return made
 
@@ -102,30 +90,32 @@ def figures(
     comparisons: Sequence[Comparison], series: dict[str, Any], machine: str
 ) -> dict[str, Figure]:
     """Each plot by file stem, not yet written. A comparison whose own plot has no data (the
-    sweep, the CDF) is drawn as bars instead, so every measured figure gets a plot."""
+    sweep, the CDF, the scaling series) is drawn as bars instead, so every measured figure
+    gets a plot."""
     by_key = {c.key: c for c in comparisons}
     made: dict[str, Figure] = {}
-    line_plots: list[tuple[str, str, Callable[..., Figure | None]]] = [
-        ("throughput", "inmemory.e2e", throughput),
-        ("lateness", "lateness", lateness),
-    ]
     drawn = set()
-    for stem, key, plot in line_plots:
+    for stem, key, plot in LINE_PLOTS:
         fig = plot(series, by_key.get(key), machine)
         if fig is not None:
             made[stem] = fig
-            drawn.add(key)
+            drawn.add(stem)
     groups: dict[str, list[Comparison]] = {}
     for comp in comparisons:
-        if comp.key not in drawn and not comp.params.get("sweep"):
+        if _stem(comp.key) not in drawn:
             groups.setdefault(_stem(comp.key), []).append(comp)
     for stem, comps in groups.items():
-        made[stem] = bars(comps, stem, machine)
+        # a series' points are bars only where nothing else of the figure is
+        plain = [c for c in comps if not c.params.get("sweep")]
+        made[stem] = bars(plain or comps, stem, machine)
     return made
 
 
 def _stem(key: str) -> str:
-    """The file a comparison's bars go to: ``durable.full`` and ``durable.normal`` share one."""
+    """The file a comparison's plot goes to: ``durable.full`` and ``durable.normal`` share one,
+    figure 1's sweep is part of ``throughput``."""
+    if key.startswith("inmemory.sweep."):
+        return "throughput"
     return {"inmemory.cancel": "cancel", "inmemory.e2e": "throughput"}.get(key, key.split(".")[0])
 
 
@@ -139,16 +129,16 @@ def throughput(series: dict[str, Any], comp: Comparison | None, machine: str) ->
     data: dict[str, dict[str, float]] = sweep.get("data", {})
     if not any(data.values()):
         return None
-    fig, ax = _figure(4.6)
+    fig, ax = kit.figure(4.6)
     ax.set_xscale("log")
     ratios = _ratio_notes(comp)
     for name, points in data.items():
         xs = sorted(int(k) for k in points)
-        color, ls, marker = STYLE.get(name, (None, "-", "o"))
+        color, ls, marker = kit.STYLE.get(name, (None, "-", "o"))
         label = name + (f" ({ratios[name]})" if name in ratios else "")
         ax.plot(xs, [points[str(x)] for x in xs], label=label, color=color, ls=ls, marker=marker)
     values = [v for points in data.values() for v in points.values()]
-    _scale(ax, "y", values)
+    kit.scale(ax, "y", values)
     ns = sorted({int(k) for points in data.values() for k in points})
     window = sweep.get("window_s")
     if window:
@@ -161,17 +151,17 @@ def throughput(series: dict[str, Any], comp: Comparison | None, machine: str) ->
     ax.xaxis.set_minor_formatter("")
     ax.set_xlabel("timers scheduled, then fired (N)")
     ax.set_ylabel("timers/s, first schedule to last firing")
-    _engineering(ax, "y")
+    kit.engineering(ax, "y")
     ax.grid(True, which="both", alpha=0.3)
     n = f", ratios at N={comp.params['n']:,}" if comp is not None else ""
-    _titles(
+    kit.titles(
         fig,
         "Figure 1: in memory, end to end, timers/s by N: wheel-engine against asyncio and "
         f"uvloop call_at (window {window} s)",
-        f"{ONE_RUN} ({machine}){n}, x {comp.anchor if comp else 'the anchor'}, "
+        f"{kit.ONE_RUN} ({machine}){n}, x {comp.anchor if comp else 'the anchor'}, "
         "median of rounds; higher is better",
     )
-    _legend(ax)
+    kit.legend(ax)
     return fig
 
 
@@ -180,10 +170,10 @@ def lateness(series: dict[str, Any], comp: Comparison | None, machine: str) -> F
     cdfs: dict[str, list[list[float]]] = series.get("lateness_cdf", {}).get("data", {})
     if not any(cdfs.values()):
         return None
-    fig, ax = _figure(4.6)
+    fig, ax = kit.figure(4.6)
     ratios = _ratio_notes(comp, "p99 ")
     for name, cdf in cdfs.items():
-        color, ls, _ = STYLE.get(name, (None, "-", None))
+        color, ls, _ = kit.STYLE.get(name, (None, "-", None))
         label = name + (f" ({ratios[name]})" if name in ratios else "")
         ax.plot([v * 1e3 for _, v in cdf], [q for q, _ in cdf], label=label, color=color, ls=ls)
     ax.set_xscale("symlog", linthresh=1.0)
@@ -193,14 +183,14 @@ def lateness(series: dict[str, Any], comp: Comparison | None, machine: str) -> F
     ax.set_ylim(0.0, 1.02)
     ax.grid(True, which="both", alpha=0.3)
     lat = series["lateness_cdf"]
-    _titles(
+    kit.titles(
         fig,
         f"Figure 2: lateness of {lat.get('n', 0):,} timers due over {lat.get('window_s', '?')} s "
         "(CDF): wheel-engine against asyncio and uvloop call_at",
-        f"{ONE_RUN} ({machine}), each contender's median-p99 round; "
+        f"{kit.ONE_RUN} ({machine}), each contender's median-p99 round; "
         f"p99 ratio x {comp.anchor if comp else 'the anchor'}, higher is better",
     )
-    _legend(ax)
+    kit.legend(ax)
     return fig
 
 
@@ -214,6 +204,71 @@ def _ratio_notes(comp: Comparison | None, what: str = "") -> dict[str, str]:
     return notes
 
 
+def scaling(series: dict[str, Any], comp: Comparison | None, machine: str) -> Figure | None:
+    """Figure 7: CPU per timer against timers pending, a panel per operation mix; each
+    contender's median of rounds as a line, its min..max as a band."""
+    data = series.get("cpu_vs_pending", {})
+    points: dict[str, dict[str, list[float]]] = data.get("points", {})
+    if not any(points.values()):
+        return None
+    from bench.compare.scaling import ASYNCIO, ENGINE, OPS
+
+    fig = kit.new_figure(7.0)
+    axes = fig.subplots(len(OPS), 1, squeeze=False)[:, 0]
+    skipped = ", ".join(f"{int(n):,}" for n in data.get("skipped", {}))
+    for ax, op in zip(axes, OPS, strict=True):
+        _scaling_panel(ax, points, [ENGINE[op], ASYNCIO[op]])
+        ax.set_title(f"{OPS[op]}, {data.get('ops', 0):,} operations a round", fontsize=9)
+        ax.set_xlabel(
+            "timers pending (N)" + (f"; not measured (memory): {skipped}" if skipped else "")
+        )
+        ax.set_ylabel("CPU per timer (us)")
+    kit.titles(
+        fig,
+        "Figure 7: in memory, CPU per timer by timers pending: wheel-engine (a timing wheel) "
+        "against asyncio call_at (a binary heap)",
+        f"{kit.ONE_RUN} ({machine}); median of rounds, band: min..max; lower is better; "
+        "growth: cost at the largest N over cost at the smallest",
+    )
+    return fig
+
+
+def _scaling_panel(ax: Axes, points: dict[str, dict[str, list[float]]], names: list[str]) -> None:
+    ax.set_xscale("log")
+    values: list[float] = []
+    ns: set[int] = set()
+    for name in names:
+        pts = points.get(name, {})
+        xs = sorted(int(k) for k in pts)
+        if not xs:
+            continue
+        med, lo, hi = ([pts[str(x)][i] * 1e6 for x in xs] for i in range(3))
+        color, ls, marker = kit.STYLE.get(name, (None, "-", "o"))
+        growth = f" (growth {fmt_ratio(med[-1] / med[0])}x)" if len(xs) > 1 and med[0] else ""
+        ax.plot(xs, med, label=name + growth, color=color, ls=ls, marker=marker)
+        ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0)
+        values += lo + hi
+        ns.update(xs)
+    kit.scale(ax, "y", values)
+    ticks = sorted(ns)
+    ax.set_xticks(ticks, [f"{n:,}" for n in ticks], minor=False)
+    ax.xaxis.set_minor_formatter("")
+    kit.engineering(ax, "y")
+    ax.grid(True, which="both", alpha=0.3)
+    kit.legend(ax)
+
+
+#: The plots drawn from a run's series: file stem, the comparison whose ratios they quote (or
+#: none), the function. A figure with a line plot of its own joins with one line here.
+LINE_PLOTS: list[
+    tuple[str, str, Callable[[dict[str, Any], Comparison | None, str], Figure | None]]
+] = [
+    ("throughput", "inmemory.e2e", throughput),
+    ("lateness", "lateness", lateness),
+    ("scaling", "", scaling),
+]
+
+
 # ---------------------------------------------------------------------------------------------
 # bars: every other figure, one panel per comparison
 
@@ -222,15 +277,15 @@ def bars(comps: Sequence[Comparison], stem: str, machine: str) -> Figure:
     """Each contender's median as a bar, its min..max over rounds as a whisker, and its ratio to
     the anchor as the right-hand tick label; one panel per comparison."""
     heights = [0.9 + 0.38 * len(c.results) for c in comps]
-    fig = _new_figure(1.1 + sum(heights))
+    fig = kit.new_figure(1.1 + sum(heights))
     axes = fig.subplots(len(comps), 1, squeeze=False, height_ratios=heights)[:, 0]
     for ax, comp in zip(axes, comps, strict=True):
         _bar_panel(ax, comp)
     anchors = sorted({c.anchor for c in comps})
-    _titles(
+    kit.titles(
         fig,
         HEADLINES.get(stem, f"Figure {comps[0].figure}: {comps[0].title}, against {anchors[0]}"),
-        f"{ONE_RUN} ({machine}); ratio x {' / '.join(anchors)} (the hatched bar), "
+        f"{kit.ONE_RUN} ({machine}); ratio x {' / '.join(anchors)} (the hatched bar), "
         "median over rounds, higher is better",
     )
     return fig
@@ -246,7 +301,7 @@ def _bar_panel(ax: Axes, comp: Comparison) -> None:
             _bar(ax, y, vals, _bar_colour(res.name), anchor=res.name == comp.anchor)
             measured += vals
     if measured:
-        _scale(ax, "x", measured)
+        kit.scale(ax, "x", measured)
     ax.set_yticks(ys, [_name_cell(comp, res.name) for res in comp.results], fontsize=8.5)
     right = ax.twinx()
     right.set_ylim(ax.get_ylim())
@@ -255,8 +310,8 @@ def _bar_panel(ax: Axes, comp: Comparison) -> None:
     better = "higher" if comp.higher_is_better else "lower"
     what = METRIC_WORDS.get(comp.metric, comp.metric)
     ax.set_xlabel(f"{what} ({unit}), {better} is better; bar: median, whisker: min..max of rounds")
-    _engineering(ax, "x")
-    ax.set_title(_wrap(comp.title), fontsize=9)
+    kit.engineering(ax, "x")
+    ax.set_title(kit.wrap(comp.title), fontsize=9)
     ax.grid(True, axis="x", which="both", alpha=0.3)
 
 
@@ -284,7 +339,7 @@ def _name_cell(comp: Comparison, name: str) -> str:
     if res is not None and not res.values(comp.metric):
         why = res.skipped or res.error or "no value"
         name = f"{name}: not measured ({textwrap.shorten(why, 40, placeholder='...')})"
-    return _wrap_to(name, NAME_CHARS)
+    return kit.wrap_to(name, NAME_CHARS)
 
 
 def _ratio_cell(comp: Comparison, name: str) -> str:
@@ -305,86 +360,3 @@ def _unit_scale(comp: Comparison) -> tuple[float, str]:
     if vals and max(vals) < 1.0:
         return 1e3, "ms"
     return 1.0, "s"
-
-
-# ---------------------------------------------------------------------------------------------
-# shared: figures, titles, axes, legends
-
-
-def _new_figure(height_in: float) -> Figure:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(WIDTH_IN, height_in), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _figure(height_in: float) -> tuple[Figure, Axes]:
-    fig = _new_figure(height_in)
-    return fig, fig.subplots()
-
-
-def _wrap(text: str) -> str:
-    return _wrap_to(text, TITLE_CHARS)
-
-
-def _wrap_to(text: str, chars: int) -> str:
-    return "\n".join(textwrap.wrap(text, chars))
-
-
-def _titles(fig: Figure, headline: str, provenance: str) -> None:
-    """The title: what the plot compares, then where its ratios come from (one run, one
-    machine). A suptitle, so the constrained layout makes room for all its lines."""
-    fig.suptitle(f"{_wrap(headline)}\n{_wrap(provenance)}", fontsize=9.5)
-
-
-def _scale(ax: Axes, axis: str, values: Sequence[float]) -> None:
-    """Log when the positive values span a decade or more, else linear from zero."""
-    positive = [v for v in values if v > 0 and math.isfinite(v)]
-    log = bool(positive) and max(positive) / min(positive) >= DECADE
-    if log:
-        ax.set_xscale("log") if axis == "x" else ax.set_yscale("log")
-    elif axis == "x":
-        ax.set_xlim(left=0)
-    else:
-        ax.set_ylim(bottom=0)
-
-
-def _engineering(ax: Axes, axis: str) -> None:
-    """Ticks as 300k or 1M rather than 300000 or 1e6 (the unit is in the label), plain numbers
-    below 10k (no 500m for half a second); a log axis over less than two decades gets ticks at
-    1, 2 and 5 of each decade, none unlabelled."""
-    from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter, StrMethodFormatter
-
-    target = ax.xaxis if axis == "x" else ax.yaxis
-    lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
-    log = (ax.get_xscale() if axis == "x" else ax.get_yscale()) == "log"
-    if log:
-        subs = (1.0, 2.0, 5.0) if lo > 0 and hi / lo < 100 else (1.0,)
-        target.set_major_locator(LogLocator(subs=subs))
-        target.set_minor_formatter(NullFormatter())
-    if hi >= ENG_FROM:
-        target.set_major_formatter(EngFormatter(sep=""))
-    elif log:
-        target.set_major_formatter(StrMethodFormatter("{x:g}"))
-
-
-def _legend(ax: Axes) -> None:
-    """A legend of the labelled lines that show inside the axes' limits: a point inside for a
-    line with markers, two points (one inside) for a line without, as one point of it draws
-    nothing. A line whose data all fell outside (the N / window bound at large N) gets no entry."""
-    import numpy as np
-
-    (xlo, xhi), (ylo, yhi) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
-    shown = []
-    for line in ax.get_lines():
-        xy = np.asarray(line.get_xydata(), dtype=float)
-        inside = (xy[:, 0] >= xlo) & (xy[:, 0] <= xhi) & (xy[:, 1] >= ylo) & (xy[:, 1] <= yhi)
-        marked = line.get_marker() not in (None, "None", "", " ")
-        if str(line.get_label()).startswith("_") or not inside.any():
-            continue
-        if marked or len(xy) >= 2:
-            shown.append(line)
-    if shown:
-        ax.legend(handles=shown, fontsize=8, loc="best")

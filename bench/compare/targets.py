@@ -5,9 +5,11 @@ They are printed as met or missed, never asserted: the machine is shared and noi
 
 from __future__ import annotations
 
+import importlib
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bench.compare.measure import Comparison
 from bench.compare.units import fmt_ratio
@@ -15,7 +17,7 @@ from bench.compare.units import fmt_ratio
 if TYPE_CHECKING:
     from bench.compare.config import Config
 
-__all__ = ["Target", "TargetResult", "evaluate_targets", "targets_for"]
+__all__ = ["Growth", "Target", "TargetResult", "evaluate_targets", "growth", "targets_for"]
 
 
 @dataclass
@@ -26,9 +28,13 @@ class Target:
     minimum: float
     goal: float | None = None
     #: "ratio": the median ratio to the anchor must reach ``minimum``;
-    #: "max": the worst (largest) value of ``metric`` over rounds must be <= ``minimum``.
+    #: "max": the worst (largest) value of ``metric`` over rounds must be <= ``minimum``;
+    #: "growth": the contender's median in ``comparison`` over its median in ``base`` (the
+    #: same figure at a smaller size) must be <= ``minimum``; ``peer``'s growth is shown beside.
     kind: str = "ratio"
     metric: str = ""
+    base: str = ""
+    peer: str = ""
 
 
 @dataclass
@@ -44,7 +50,9 @@ class TargetResult:
 
     @property
     def threshold(self) -> str:
-        return f">= {self.minimum:g}x" if self.kind == "ratio" else f"<= {self.minimum:g}"
+        if self.kind == "ratio":
+            return f">= {self.minimum:g}x"
+        return f"<= {self.minimum:g}" + ("x" if self.kind == "growth" else "")
 
 
 def targets_for(cfg: Config) -> list[Target]:
@@ -101,65 +109,103 @@ def targets_for(cfg: Config) -> list[Target]:
         Target("zero early fires", "lateness", lateness.ENGINE, 0.0, kind="max", metric="early"),
         Target("memory per timer at or below asyncio's", "memory", memory.ENGINE, 1.0),
     ]
+    for module in _figure_modules():
+        extra = getattr(module, "targets", None)
+        if extra is not None:
+            ts += extra(cfg)
     return ts
+
+
+def _figure_modules() -> list[Any]:
+    """The registered figure modules (:data:`bench.compare.FIGURES`), imported."""
+    from bench.compare import FIGURES
+
+    return [importlib.import_module(f"bench.compare.{m}") for _, m in FIGURES.values()]
+
+
+def _not_measured(t: Target, why: str) -> TargetResult:
+    return TargetResult(t.label, "not measured", None, t.minimum, t.goal, None, why, t.kind)
 
 
 def evaluate_targets(
     targets: Sequence[Target], comparisons: dict[str, Comparison]
 ) -> list[TargetResult]:
-    out: list[TargetResult] = []
-    for t in targets:
-        comp = comparisons.get(t.comparison)
-        res = comp.result(t.contender) if comp else None
-        if comp is None or res is None or not res.ok:
-            why = "figure not run"
-            if res is not None:
-                why = res.skipped or res.error or "no data"
-            out.append(
-                TargetResult(t.label, "not measured", None, t.minimum, t.goal, None, why, t.kind)
-            )
-            continue
-        if t.kind == "ratio":
-            r = comp.ratios.get(t.contender)
-            if r is None:
-                out.append(
-                    TargetResult(
-                        t.label, "not measured", None, t.minimum, t.goal, None, "no anchor"
-                    )
-                )
-                continue
-            met = r.median >= t.minimum
-            goal_met = None if t.goal is None else r.median >= t.goal
-            detail = (
-                f"{fmt_ratio(r.median)}x (spread {fmt_ratio(r.low)}-{fmt_ratio(r.high)}, "
-                f"{r.rounds} rounds)"
-            )
-            out.append(
-                TargetResult(
-                    t.label,
-                    "met" if met else "missed",
-                    r.median,
-                    t.minimum,
-                    t.goal,
-                    goal_met,
-                    detail,
-                )
-            )
-        else:
-            vals = res.values(t.metric)
-            worst = max(vals)
-            met = worst <= t.minimum
-            detail = f"worst {t.metric} over {len(vals)} rounds: {worst:g}"
-            out.append(
-                TargetResult(
-                    t.label,
-                    "met" if met else "missed",
-                    worst,
-                    t.minimum,
-                    None,
-                    None,
-                    detail,
-                    t.kind,
-                )
-            )
-    return out
+    """Each target as met, missed or not measured, with its value and its spread over rounds."""
+    return [
+        _growth(t, comparisons) if t.kind == "growth" else _evaluate(t, comparisons)
+        for t in targets
+    ]
+
+
+def _evaluate(t: Target, comparisons: dict[str, Comparison]) -> TargetResult:
+    comp = comparisons.get(t.comparison)
+    res = comp.result(t.contender) if comp else None
+    if comp is None or res is None or not res.ok:
+        return _not_measured(
+            t, (res.skipped or res.error or "no data") if res else "figure not run"
+        )
+    if t.kind == "ratio":
+        r = comp.ratios.get(t.contender)
+        if r is None:
+            return _not_measured(t, "no anchor")
+        detail = (
+            f"{fmt_ratio(r.median)}x (spread {fmt_ratio(r.low)}-{fmt_ratio(r.high)}, "
+            f"{r.rounds} rounds)"
+        )
+        goal_met = None if t.goal is None else r.median >= t.goal
+        status = "met" if r.median >= t.minimum else "missed"
+        return TargetResult(t.label, status, r.median, t.minimum, t.goal, goal_met, detail)
+    vals = res.values(t.metric)
+    worst = max(vals)
+    detail = f"worst {t.metric} {worst:g} (spread {min(vals):g}-{worst:g}, {len(vals)} rounds)"
+    status = "met" if worst <= t.minimum else "missed"
+    return TargetResult(t.label, status, worst, t.minimum, None, None, detail, t.kind)
+
+
+class Growth(NamedTuple):
+    """How a contender's median grew from one comparison to another, with the widest spread
+    the rounds allow (the smallest over the largest value and the other way round)."""
+
+    median: float
+    low: float
+    high: float
+    rounds: str
+
+    def text(self) -> str:
+        return (
+            f"{fmt_ratio(self.median)}x (spread {fmt_ratio(self.low)}-{fmt_ratio(self.high)}, "
+            f"{self.rounds} rounds)"
+        )
+
+
+def growth(small: Comparison, large: Comparison, name: str) -> Growth | None:
+    """``name``'s median in ``large`` over its median in ``small`` (None if either lacks it)."""
+    a, b = small.result(name), large.result(name)
+    lo = a.values(small.metric) if a else []
+    hi = b.values(large.metric) if b else []
+    if not lo or not hi or min(lo) <= 0:
+        return None
+    return Growth(
+        statistics.median(hi) / statistics.median(lo),
+        min(hi) / max(lo),
+        max(hi) / min(lo),
+        f"{len(lo)}+{len(hi)}",
+    )
+
+
+def _growth(t: Target, comparisons: dict[str, Comparison]) -> TargetResult:
+    small, large = comparisons.get(t.base), comparisons.get(t.comparison)
+    if small is None or large is None:
+        return _not_measured(t, "figure not run")
+    res = large.result(t.contender)
+    if res is None or not res.ok:
+        return _not_measured(t, (res.skipped or res.error or "no data") if res else "no data")
+    g = growth(small, large, t.contender)
+    if g is None:
+        return _not_measured(t, "no data at the smaller size")
+    detail = g.text()
+    peer = growth(small, large, t.peer) if t.peer else None
+    if peer is not None:
+        detail += f"; {t.peer}: {peer.text()}"
+    status = "met" if g.median <= t.minimum else "missed"
+    return TargetResult(t.label, status, g.median, t.minimum, None, None, detail, t.kind)

@@ -29,7 +29,23 @@ MACHINE = "2 CPUs, test CPU, Python 3.11"
 #: windows of the in-memory sweep: N / window crosses the contenders at small N (0.05), is in
 #: view at the smallest N only (0.03), is far above them all (1 us)
 WINDOWS = [0.05, 0.03, 1e-6]
-ALL_PLOTS = {"throughput", "cancel", "lateness", "memory", "durable", "firing", "recovery"}
+ALL_PLOTS = {
+    "throughput",
+    "cancel",
+    "lateness",
+    "memory",
+    "durable",
+    "firing",
+    "recovery",
+    "scaling",
+}
+#: figure 7's fixed figures: CPU seconds per timer by pending N, per contender (three rounds)
+SCALING = {
+    "wheel-engine schedule() + fire": {10_000: 3.1e-6, 100_000: 3.2e-6, 10_000_000: 3.4e-6},
+    "asyncio call_at + fire": {10_000: 2.0e-6, 100_000: 2.6e-6, 10_000_000: 4.4e-6},
+    "wheel-engine schedule() + cancel()": {10_000: 3.5e-6, 100_000: 3.6e-6, 10_000_000: 3.7e-6},
+    "asyncio call_at + TimerHandle.cancel()": {10_000: 2.2e-6, 100_000: 2.7e-6, 10_000_000: 5e-6},
+}
 
 
 def comparison(
@@ -111,7 +127,32 @@ def fixed_comparisons() -> list[Comparison]:
             )
             for n, t in ((10_000, 0.007), (1_000_000, 1.2))
         ),
+        *scaling_comparisons(),
     ]
+
+
+def scaling_comparisons() -> list[Comparison]:
+    """Figure 7's per-size comparisons, as the figure makes them (a series: no bars of their
+    own while the series is there)."""
+    comps = []
+    for op in ("fire", "cancel"):
+        names = [n for n in SCALING if n.endswith("fire") == (op == "fire")]
+        anchor = next(n for n in names if n.startswith("asyncio"))
+        for n in SCALING[anchor]:
+            values = {name: [SCALING[name][n] * f for f in (0.95, 1.0, 1.1)] for name in names}
+            values = {anchor: values.pop(anchor), **values}
+            comps.append(
+                comparison(
+                    f"scaling.{op}.{n}",
+                    "7",
+                    values,
+                    unit="s",
+                    metric="cpu_per_timer",
+                    higher=False,
+                    params={"pending": n, "ops": 20_000, "sweep": True},
+                )
+            )
+    return comps
 
 
 def fixed_series(window: float = 0.05) -> dict[str, Any]:
@@ -120,7 +161,16 @@ def fixed_series(window: float = 0.05) -> dict[str, Any]:
         "wheel-engine schedule()": {"10000": 145e3, "30000": 235e3, "100000": 104e3},
     }
     cdf = [[q / 10, -0.0005 + q * 0.001] for q in range(11)]
+    points = {
+        name: {str(n): [v, v * 0.95, v * 1.1] for n, v in by_n.items()}
+        for name, by_n in SCALING.items()
+    }
     return {
+        "cpu_vs_pending": {
+            "ops": 20_000,
+            "points": points,
+            "skipped": {"1000000": "does not fit: needs about 9.9 GB more, 6.1 GB available"},
+        },
         "throughput_vs_n": {"unit": "timers/s", "window_s": window, "data": sweep},
         "lateness_cdf": {
             "n": 20_000,
@@ -143,12 +193,13 @@ def figs() -> dict[str, Figure]:
 
 
 def line_plots(window: float) -> dict[str, Figure]:
-    """The two plots with legends, for a sweep window (the bound N / window moves with it)."""
+    """The plots with legends, for a sweep window (the bound N / window moves with it)."""
     series, by_key = fixed_series(window), {c.key: c for c in fixed_comparisons()}
     throughput = plots.throughput(series, by_key["inmemory.e2e"], MACHINE)
     lateness = plots.lateness(series, by_key["lateness"], MACHINE)
-    assert throughput is not None and lateness is not None
-    return rendered({"throughput": throughput, "lateness": lateness})
+    scaling = plots.scaling(series, None, MACHINE)
+    assert throughput is not None and lateness is not None and scaling is not None
+    return rendered({"throughput": throughput, "lateness": lateness, "scaling": scaling})
 
 
 def test_every_figure_gets_a_png(tmp_path: Path) -> None:
@@ -180,14 +231,18 @@ def test_no_text_is_cut_off(figs: dict[str, Figure]) -> None:
 def test_legend_names_exactly_the_visible_lines(window: float) -> None:
     for stem, fig in line_plots(window).items():
         assert_nothing_cut_off(stem, fig)
-        ax = fig.axes[0]
-        legend = ax.get_legend()
-        assert legend is not None, stem
-        named = [t.get_text() for t in legend.get_texts()]
-        assert sorted(named) == sorted(visible_lines(ax)), stem
+        for ax in fig.axes:  # the scaling plot has a panel (and a legend) per operation mix
+            assert sorted(legend_names(ax)) == sorted(visible_lines(ax)), stem
+        named = legend_names(fig.axes[0])
         if stem == "throughput":
             # at a window of 1 us the bound (N / window) is far above every contender
             assert any("bound" in name for name in named) is (window > 1e-3)
+
+
+def legend_names(ax: Axes) -> list[str]:
+    legend = ax.get_legend()
+    assert legend is not None
+    return [t.get_text() for t in legend.get_texts()]
 
 
 def assert_titled(stem: str, fig: Figure) -> None:
@@ -232,6 +287,32 @@ def test_axes_go_logarithmic_where_values_span_decades(figs: dict[str, Figure]) 
     assert figs["firing"].axes[0].get_xscale() == "log"  # 1.1k..128k
     assert figs["memory"].axes[0].get_xscale() == "linear"  # 215..388 B
     assert figs["throughput"].axes[0].get_xscale() == "log"  # N from 10k to 100k
+    for ax in figs["scaling"].axes:
+        assert ax.get_xscale() == "log"  # N pending from 10k to 10M
+        assert ax.get_yscale() == "linear"  # 1.9..5.5 us: within a decade
+
+
+def test_the_scaling_plot_says_its_units_growth_and_what_was_skipped(
+    figs: dict[str, Figure],
+) -> None:
+    fire, cancel = figs["scaling"].axes
+    for ax in (fire, cancel):
+        assert ax.get_ylabel() == "CPU per timer (us)"
+        assert "not measured (memory): 1,000,000" in ax.get_xlabel()
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["10,000", "100,000", "10,000,000"]
+    assert fire.get_title().startswith("schedule + fire")
+    named = sorted(legend_names(fire))
+    # growth: the median at the largest N over the median at the smallest
+    assert named == [
+        "asyncio call_at + fire (growth 2.20x)",
+        "wheel-engine schedule() + fire (growth 1.10x)",
+    ]
+
+
+def test_scaling_without_its_series_becomes_bars_of_every_size() -> None:
+    figs = rendered(plots.figures(scaling_comparisons(), {}, MACHINE))
+    assert set(figs) == {"scaling"}
+    assert len(figs["scaling"].axes) == 2 * 6  # a panel per comparison, each with its twin
 
 
 def test_a_skipped_contender_is_named_not_drawn(figs: dict[str, Figure]) -> None:
