@@ -21,7 +21,7 @@ holds its share of the partitions, a round runs, per node count:
 
 procrastinate (``WHEEL_ENGINE_BENCH_PROCRASTINATE=/path/to/python`` with procrastinate and
 psycopg installed, or the current interpreter if it has them) runs the same rounds through its
-own path: each process defers its jobs (``batch_defer_async``, ``schedule_at``) and runs a
+own path: each process defers its jobs (``defer_async`` with ``schedule_at``) and runs a
 worker (concurrency 10, ``fetch_job_polling_interval`` 0.1 s instead of its default 5 s: a
 job scheduled ahead is only picked up by a poll, so the default would add up to 5 s to each).
 Its failover is not measured: a killed worker's jobs stay ``doing`` until a stalled-job sweep
