@@ -31,6 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from setuptools import setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 
@@ -110,5 +111,22 @@ def extensions() -> list[Any]:
     return compiled_extensions(build)
 
 
+class StampedBuildExt(build_ext):
+    """``build_ext`` whose in-place copies carry the time of this build.
+
+    setuptools copies an extension into the source tree with its build time preserved, and does
+    not rebuild a module's small extension when only its source changed (the code is in the
+    package's shared library): that copy would look older than its ``.py`` to
+    ``wheel_engine._build.stale_modules`` although it is up to date.
+    """
+
+    def copy_extensions_to_source(self) -> None:
+        super().copy_extensions_to_source()
+        for ext in self.extensions:
+            built = Path(self.get_ext_fullpath(ext.name))
+            if built.exists():
+                os.utime(built)
+
+
 if __name__ == "__main__":  # setuptools runs this file as __main__; tests import it
-    setup(ext_modules=extensions())
+    setup(ext_modules=extensions(), cmdclass={"build_ext": StampedBuildExt})

@@ -16,7 +16,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import aiosqlite
 
@@ -36,7 +36,7 @@ from journal.schema import (
     read_meta,
     secure_sidecars,
 )
-from journal.state import TimerRow
+from journal.state import RowFactory, RowT, TimerRow
 from journal.watermark import HighWaterMark, read_mark, verify_mark
 from journal.writer import GroupCommitWriter
 
@@ -221,8 +221,19 @@ class Journal:
 
     # -- reading -----------------------------------------------------------------------------
 
-    async def recover(self, progress: Progress | None = None) -> Recovered:
-        """Rebuild the live state from the snapshot and the tail.
+    @overload
+    async def recover(self, progress: Progress | None = None) -> Recovered[TimerRow]: ...
+
+    @overload
+    async def recover(
+        self, progress: Progress | None, make: RowFactory[RowT]
+    ) -> Recovered[RowT]: ...
+
+    async def recover(
+        self, progress: Progress | None = None, make: RowFactory[Any] = TimerRow
+    ) -> Recovered[Any]:
+        """Rebuild the live state from the snapshot and the tail, each timer's row built by
+        ``make`` (:func:`journal.recovery.recover_sync`).
 
         ``progress(done_rows, total_rows)`` is called on the event loop every ~50k rows.
         RUNNING timers come back PENDING (their attempt was interrupted; attempts are kept).
@@ -236,7 +247,7 @@ class Journal:
             def cb(done: int, total: int) -> None:
                 loop.call_soon_threadsafe(user, done, total)
 
-        return await asyncio.to_thread(recover_sync, self.path, cb)
+        return await asyncio.to_thread(recover_sync, self.path, cb, make)
 
     async def history(self, key: str) -> list[tuple[int, Record]]:
         """``(seq, record)`` for ``key`` from the tail, in order. The state as of the last

@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Final
+from typing import Any, Final, Generic, overload
 
 import msgpack
 
@@ -27,7 +27,7 @@ from journal import codec
 from journal.checksum import sealed_data
 from journal.errors import JournalCorrupt
 from journal.schema import MetaInfo, connect_ro, raise_for, read_meta
-from journal.state import FOLD, PENDING, RUNNING, STATES, TimerRow
+from journal.state import FOLD, PENDING, RUNNING, STATES, RowFactory, RowT, TimerRow
 from journal.watermark import read_mark, verify_mark
 
 __all__ = [
@@ -65,10 +65,12 @@ class _Bad(Exception):
 
 
 @dataclass(slots=True)
-class Recovered:
-    """What recovery found."""
+class Recovered(Generic[RowT]):
+    """What recovery found. ``timers`` holds the rows the caller's factory made (``make`` of
+    :func:`recover_sync`; :class:`TimerRow` by default), by key: the caller may keep the dict
+    as its own index."""
 
-    timers: dict[str, TimerRow]
+    timers: dict[str, RowT]
     #: The highest version ever issued: the next schedule must use a higher one.
     max_version: int
     #: Records replayed from the tail (the records after the snapshot).
@@ -82,10 +84,14 @@ class Recovered:
 
 
 def fold_sealed(
-    timers: dict[str, TimerRow], rows: list[tuple[int, bytes]], after_seq: int, max_version: int
+    timers: dict[str, RowT],
+    rows: list[tuple[int, bytes]],
+    after_seq: int,
+    max_version: int,
+    make: RowFactory[RowT] = TimerRow,  # type: ignore[assignment]  # RowT is TimerRow then
 ) -> int:
     """Check and fold stored (schema 2) records: ``(kind, body)`` rows, the records right after
-    ``after_seq`` in seq order. Returns the new max version.
+    ``after_seq`` in seq order, rows made by ``make``. Returns the new max version.
 
     Raises :class:`JournalCorrupt` naming the first record that is damaged (checksum, shape, a
     kind column that is not its sealed kind) or not in its place (a record missing, moved or
@@ -110,7 +116,7 @@ def fold_sealed(
             seq += 1
             if stored_seq != seq or kind != column_kind:
                 raise _Bad
-            version = fold[kind](timers, fields)
+            version = fold[kind](timers, fields, make)
             if version > max_version:
                 max_version = version
     except Exception as exc:
@@ -134,7 +140,10 @@ def _diagnose_records(rows: list[tuple[int, bytes]], after_seq: int) -> None:
 
 
 def fold_records(
-    timers: dict[str, TimerRow], rows: list[tuple[int, int, bytes]], max_version: int
+    timers: dict[str, RowT],
+    rows: list[tuple[int, int, bytes]],
+    max_version: int,
+    make: RowFactory[RowT] = TimerRow,  # type: ignore[assignment]  # RowT is TimerRow then
 ) -> int:
     """Fold schema-1 ``(seq, kind, body)`` rows (no checksums) in order. Returns the new max
     version; raises :class:`JournalCorrupt` naming the first damaged record's seq."""
@@ -144,7 +153,7 @@ def fold_records(
     try:
         for seq, kind, body in rows:  # noqa: B007 (they name a damaged record below)
             version = fold[kind](
-                timers, unpackb(body, raw=False, use_list=False, strict_map_key=True)
+                timers, unpackb(body, raw=False, use_list=False, strict_map_key=True), make
             )
             if version > max_version:
                 max_version = version
@@ -155,13 +164,15 @@ def fold_records(
 
 
 def fold_snapshot(
-    timers: dict[str, TimerRow],
+    timers: dict[str, RowT],
     rows: list[tuple[str, int, float, bytes]],
     max_version: int,
     *,
     sealed: bool = True,
+    make: RowFactory[RowT] = TimerRow,  # type: ignore[assignment]  # RowT is TimerRow then
 ) -> int:
-    """Decode ``(key, state, updated_at, body)`` snapshot rows into ``timers``.
+    """Decode ``(key, state, updated_at, body)`` snapshot rows into ``timers`` (rows made by
+    ``make``).
 
     The same checks as :func:`journal.codec.decode_row` (``decode_row_v1`` when not
     ``sealed``), inlined, with one CRC pass and one streaming decode for the whole batch (as
@@ -189,7 +200,7 @@ def fold_snapshot(
     opt_bytes = _OPT_BYTES
     states = STATES
     n_states = len(STATES)
-    new_row = TimerRow
+    new_row = make
     handlers: dict[str, str] = {}
     bad = _Bad
     key: Any = None
@@ -275,15 +286,16 @@ def check_tail_end(meta: MetaInfo, last_seq: int, path: str) -> None:
 
 def _read_snapshot(
     con: sqlite3.Connection,
-    timers: dict[str, TimerRow],
+    timers: dict[str, RowT],
     meta: MetaInfo,
     tick: Callable[[int], None],
+    make: RowFactory[RowT],
 ) -> tuple[int, int]:
     n = 0
     max_version = meta.max_version
     cur = con.execute("SELECT key, state, updated_at, body FROM snapshot")
     while rows := cur.fetchmany(BATCH):
-        max_version = fold_snapshot(timers, rows, max_version, sealed=meta.sealed)
+        max_version = fold_snapshot(timers, rows, max_version, sealed=meta.sealed, make=make)
         n += len(rows)
         tick(len(rows))
     return n, max_version
@@ -292,17 +304,18 @@ def _read_snapshot(
 def _read_tail(
     con: sqlite3.Connection,
     path: str,
-    timers: dict[str, TimerRow],
+    timers: dict[str, RowT],
     meta: MetaInfo,
     max_version: int,
     tick: Callable[[int], None],
+    make: RowFactory[RowT],
 ) -> tuple[int, int]:
     """Fold every record after the snapshot; returns ``(last seq, max version)``."""
     last = meta.snapshot_seq
     if meta.sealed:
         cur = con.execute("SELECT kind, body FROM records WHERE seq > ? ORDER BY seq", (last,))
         while rows := cur.fetchmany(BATCH):
-            max_version = fold_sealed(timers, rows, last, max_version)
+            max_version = fold_sealed(timers, rows, last, max_version, make)
             last += len(rows)
             tick(len(rows))
     else:
@@ -311,15 +324,33 @@ def _read_tail(
             if old[0][0] != last + 1 or old[-1][0] != last + len(old):  # seqs are dense
                 missing = next(want for want, row in enumerate(old, last + 1) if row[0] != want)
                 raise JournalCorrupt(f"record {missing}: missing", seq=missing)
-            max_version = fold_records(timers, old, max_version)
+            max_version = fold_records(timers, old, max_version, make)
             last += len(old)
             tick(len(old))
     check_tail_end(meta, last, path)
     return last, max_version
 
 
-def recover_sync(path: str, progress: Progress | None = None) -> Recovered:
-    """Rebuild the live state of the journal at ``path`` (read-only; no lock needed)."""
+@overload
+def recover_sync(path: str, progress: Progress | None = None) -> Recovered[TimerRow]: ...
+
+
+@overload
+def recover_sync(
+    path: str, progress: Progress | None, make: RowFactory[RowT]
+) -> Recovered[RowT]: ...
+
+
+def recover_sync(
+    path: str, progress: Progress | None = None, make: RowFactory[Any] = TimerRow
+) -> Recovered[Any]:
+    """Rebuild the live state of the journal at ``path`` (read-only; no lock needed).
+
+    Each timer's row is built once, by ``make`` (:data:`~journal.state.RowFactory`; a
+    :class:`TimerRow` by default), and then changed in place by the later records: a caller
+    with its own timer class passes a factory and keeps ``Recovered.timers`` as its index. The
+    checks are the same whatever ``make`` is.
+    """
     mark = read_mark(path)  # before the read transaction: see journal.watermark
     con = connect_ro(path)
     try:
@@ -341,9 +372,9 @@ def recover_sync(path: str, progress: Progress | None = None) -> Recovered:
 
             if meta.snapshot_rows is not None and meta.snapshot_rows != snap_count:
                 raise JournalCorrupt(snapshot_count_problem(meta.snapshot_rows, snap_count, path))
-            timers: dict[str, TimerRow] = {}
-            snapshot_rows, max_version = _read_snapshot(con, timers, meta, tick)
-            last_seq, max_version = _read_tail(con, path, timers, meta, max_version, tick)
+            timers: dict[str, Any] = {}
+            snapshot_rows, max_version = _read_snapshot(con, timers, meta, tick, make)
+            last_seq, max_version = _read_tail(con, path, timers, meta, max_version, tick, make)
             con.execute("COMMIT")
         except sqlite3.Error as exc:
             raise raise_for(exc, path, "recovering") from exc
@@ -351,11 +382,9 @@ def recover_sync(path: str, progress: Progress | None = None) -> Recovered:
         con.close()
     if progress is not None and total == 0:
         progress(0, 0)
-    interrupted = []
-    for row in timers.values():
-        if row.state == RUNNING:
-            row.state = PENDING
-            interrupted.append(row.key)
+    interrupted = [row.key for row in timers.values() if row.state is RUNNING]
+    for key in interrupted:
+        timers[key].state = PENDING
     return Recovered(
         timers=timers,
         max_version=max_version,

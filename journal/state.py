@@ -17,7 +17,7 @@ import enum
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
 from journal.records import KIND_OF, Kind, Record
 
@@ -33,6 +33,8 @@ __all__ = [
     "SUCCEEDED",
     "FoldRule",
     "Malformed",
+    "Row",
+    "RowFactory",
     "TimerRow",
     "TimerState",
     "apply",
@@ -84,18 +86,46 @@ class TimerRow:
     updated_at: float  #: ``at`` of the last record applied
 
 
+class Row(Protocol):
+    """What the fold reads and writes of a timer's row: a :class:`TimerRow`, or any object with
+    these attributes that a :data:`RowFactory` makes (the engine's own timer, so that recovery
+    builds each timer once instead of a row and then a timer)."""
+
+    key: str
+    version: int
+    handler: str
+    due: float
+    state: TimerState
+    attempts: int
+    last_error: str | None
+    first_attempt_at: float | None
+    updated_at: float
+
+
+RowT = TypeVar("RowT", bound=Row)
+
+#: ``make(key, version, handler, due, payload, state, attempts, last_error, first_attempt_at,
+#: updated_at)``: a new row, in :class:`TimerRow`'s field order. ``payload`` is the stored
+#: msgpack bytes (or None); the row may keep them undecoded.
+RowFactory = Callable[
+    [str, int, str, float, bytes | None, TimerState, int, str | None, float | None, float], RowT
+]
+
+
 class Malformed(ValueError):
     """A record's fields do not have the shape of its kind."""
 
 
-#: ``rule(timers, fields) -> the highest version the record names``; folds in place.
-FoldRule = Callable[[dict[str, TimerRow], Any], int]
+#: ``rule(timers, fields, make) -> the highest version the record names``; folds in place.
+#: ``make`` builds the row a schedule adds (:data:`RowFactory`); the other rules only change
+#: rows. ``timers`` holds rows that ``make`` built.
+FoldRule = Callable[[dict[str, Any], Any, RowFactory[Any]], int]
 
 _NUM: Final = (float, int)  # a time or due: ``int`` is accepted, ``bool`` is not
 _intern = sys.intern  # one str object per handler name, not one per timer
 
 
-def _schedule(timers: dict[str, TimerRow], f: Any) -> int:
+def _schedule(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """A new PENDING row replacing the key's row, unless that row has a higher version."""
     key, version, handler, due, payload, at = f
     if (
@@ -107,15 +137,14 @@ def _schedule(timers: dict[str, TimerRow], f: Any) -> int:
         or type(at) not in _NUM
     ):
         raise Malformed
-    old = timers.get(key)
-    if old is None or old.version <= version:
-        timers[key] = TimerRow(
-            key, version, _intern(handler), due, payload, PENDING, 0, None, None, at
-        )
+    row = make(key, version, _intern(handler), due, payload, PENDING, 0, None, None, at)
+    old = timers.setdefault(key, row)  # one probe of the index for a new key, the common case
+    if old is not row and old.version <= version:
+        timers[key] = row
     return version
 
 
-def _cancel(timers: dict[str, TimerRow], f: Any) -> int:
+def _cancel(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """The live version -> CANCELED."""
     key, version, at = f
     if type(key) is not str or type(version) is not int or type(at) not in _NUM:
@@ -127,7 +156,7 @@ def _cancel(timers: dict[str, TimerRow], f: Any) -> int:
     return version
 
 
-def _attempt(timers: dict[str, TimerRow], f: Any) -> int:
+def _attempt(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """The live version -> RUNNING as attempt ``attempt``; attempt 1 starts the retry clock."""
     key, version, attempt, at = f
     if (
@@ -147,7 +176,7 @@ def _attempt(timers: dict[str, TimerRow], f: Any) -> int:
     return version
 
 
-def _ack(timers: dict[str, TimerRow], f: Any) -> int:
+def _ack(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """The live version -> SUCCEEDED."""
     key, version, at = f
     if type(key) is not str or type(version) is not int or type(at) not in _NUM:
@@ -159,7 +188,7 @@ def _ack(timers: dict[str, TimerRow], f: Any) -> int:
     return version
 
 
-def _retry(timers: dict[str, TimerRow], f: Any) -> int:
+def _retry(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """The live version -> PENDING again, at the retry's due, remembering the error."""
     key, version, attempt, error, due, at = f
     if (
@@ -181,7 +210,7 @@ def _retry(timers: dict[str, TimerRow], f: Any) -> int:
     return version
 
 
-def _dead(timers: dict[str, TimerRow], f: Any) -> int:
+def _dead(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """The live version -> DEAD after ``attempt`` attempts."""
     key, version, attempt, error, at = f
     if (
@@ -201,7 +230,7 @@ def _dead(timers: dict[str, TimerRow], f: Any) -> int:
     return version
 
 
-def _redrive(timers: dict[str, TimerRow], f: Any) -> int:
+def _redrive(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """The live (DEAD) version -> PENDING as ``new_version``, attempts 0, at ``due``."""
     key, version, new_version, due, at = f
     if (
@@ -255,4 +284,4 @@ def apply(timers: dict[str, TimerRow], record: Record) -> int:
     rule = _RULE_OF.get(type(record))
     if rule is None:
         raise TypeError(f"not a journal record: {type(record).__name__}")
-    return rule(timers, record)
+    return rule(timers, record, TimerRow)

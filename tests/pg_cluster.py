@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,3 +146,14 @@ def pg_url(pg_server: Cluster) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def sql(url: str, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+    """Run one statement on a connection of its own; its rows (if it returns any)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement, params)
+        return cur.fetchall() if cur.description is not None else []
+
+
+def db_now(url: str) -> float:
+    return float(sql(url, "SELECT extract(epoch FROM now())::float8")[0][0])

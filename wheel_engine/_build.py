@@ -29,7 +29,9 @@ import sys
 from pathlib import Path
 
 #: The modules compiled with mypyc, grouped by top-level package (one shared library each).
-#: Candidates once they settle: the firing and timer-table modules, the recovery fold.
+#: The fire path's parts are here: interpreted engine code reading a compiled ``Timer`` pays a
+#: descriptor call per attribute, so the code that touches timers per firing is compiled too.
+#: Candidates once they settle: the timer-table and scheduling modules, the recovery fold.
 COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.wheel.entry",
     "wheel_engine.wheel.level",
@@ -38,6 +40,17 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.wheel.staging",
     "wheel_engine.wheel.wheel",
     "wheel_engine.timer",
+    "wheel_engine.firing",
+    "wheel_engine.inline",
+    "wheel_engine.plain",
+    "wheel_engine.starting",
+    "wheel_engine.workers",
+    "wheel_engine.outcomes",
+    "wheel_engine.stats",
+    "wheel_engine.events",
+    "wheel_engine.handlers",
+    "wheel_engine.retry",
+    "wheel_engine.clock",
     "journal.codec",
 )
 

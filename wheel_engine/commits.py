@@ -27,6 +27,7 @@ from journal import Dead, Record, Retry, codec
 from journal.errors import JournalError
 from wheel_engine.clock import Clock
 from wheel_engine.diagnostics import one_line
+from wheel_engine.timer import Timer, recovered_timer
 from wheel_engine.timers import TimerTable
 
 if TYPE_CHECKING:
@@ -50,13 +51,13 @@ class Commits:
         self._table = table
         self._clock = clock
 
-    async def open(self, path: str, durability: Literal["full", "normal"]) -> Recovered:
+    async def open(self, path: str, durability: Literal["full", "normal"]) -> Recovered[Timer]:
         """Open and recover the journal at ``path``; it is closed again if recovery fails."""
         from journal import Journal  # not imported by in-memory engines
 
         journal = await Journal.open(path, durability=durability)
         try:
-            recovered = await journal.recover(progress=functools.partial(_progress, path))
+            recovered = await journal.recover(functools.partial(_progress, path), recovered_timer)
         except BaseException:
             await journal.close()
             raise

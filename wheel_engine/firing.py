@@ -6,6 +6,18 @@ fires, every timer due by the wall clock leaves the wheel in (tick, version) ord
 retention are forgotten and the next callback is armed. Between callbacks, the wheel's staged
 cascades run a budget per loop callback, so no callback moves a big slot at once.
 
+**The tick in progress.** A timer's tick is its due time rounded up to the tick, and a callback
+is armed for the end of a tick; the loop's own timers wake late by up to a millisecond
+(``epoll`` rounds its timeout up), so a callback usually runs inside the next tick, when part of
+that tick's timers are due already. Each callback also takes the tick in progress out of the
+wheel: those due by the wall clock go on now, the others are **held** here until a later
+callback (at the latest at that tick's end) finds them due. Without it a timer waited for its
+tick's end and then for the loop's rounding: twice the lateness of ``call_at``. A held timer is
+PENDING and counted as queued (``Timer.where == QUEUED``), as in the starter's queue, so a
+cancel or a replace takes it out the same way (its entry here goes stale and is dropped).
+
+Guaranteed: no timer is handed on before its due time by the clock; held ones keep their order.
+
 Everything here runs on the loop thread; nothing awaits.
 """
 
@@ -15,8 +27,9 @@ import asyncio
 from collections.abc import Callable
 
 from wheel_engine.clock import Cancellable, Clock
-from wheel_engine.timer import Timer
+from wheel_engine.timer import QUEUED, Timer
 from wheel_engine.timers import TimerTable
+from wheel_engine.wheel.entry import DETACHED
 
 
 def _nothing_due(batch: list[Timer], now: float) -> None:
@@ -41,6 +54,8 @@ class Trigger:
         self._on_due: Callable[[list[Timer], float], None] = _nothing_due
         self._loop: asyncio.AbstractEventLoop | None = None
         self._staging = False  # an idle-time staging callback is queued
+        self._held: list[Timer] = []  # of the tick in progress, not due yet (see module doc)
+        self._held_tick = 0  # the tick by whose end every held timer is due
 
     def start(
         self, loop: asyncio.AbstractEventLoop, on_due: Callable[[list[Timer], float], None]
@@ -71,6 +86,8 @@ class Trigger:
             work_tick = wheel.next_work_tick()
             if work_tick is not None and work_tick < next_tick:
                 next_tick = work_tick
+        if self._held and (next_tick is None or self._held_tick < next_tick):
+            next_tick = self._held_tick
         if next_tick == self.armed_tick and self._armed is not None:
             return
         self.disarm()
@@ -97,7 +114,12 @@ class Trigger:
             return
         table = self._table
         now = self._clock.time()
-        batch = table.wheel.advance(table.tick_floor(now))
+        current = table.tick_floor(now) + 1  # the tick in progress
+        batch = table.wheel.advance(current)
+        if self._held:
+            batch = self._release(now, batch)
+        if batch and batch[-1].tick >= current:
+            batch = self._hold(now, batch, current)
         if batch:
             self._on_due(batch, now)
         table.purge_finished(now)
@@ -106,6 +128,39 @@ class Trigger:
             self._staging = True
             assert self._loop is not None
             self._loop.call_soon(self.stage)
+
+    def _hold(self, now: float, batch: list[Timer], current: int) -> list[Timer]:
+        """Keep the timers of ``batch`` not due by ``now``; return the due ones, in order."""
+        due: list[Timer] = []
+        held = self._held
+        for timer in batch:
+            if timer.due > now:
+                timer.where = QUEUED
+                held.append(timer)
+            else:
+                due.append(timer)
+        self._table.queued += len(batch) - len(due)
+        self._held_tick = current
+        return due
+
+    def _release(self, now: float, batch: list[Timer]) -> list[Timer]:
+        """The held timers due by ``now`` (stale entries dropped), followed by ``batch``."""
+        due: list[Timer] = []
+        kept: list[Timer] = []
+        for timer in self._held:
+            if timer.where != QUEUED:  # cancelled or replaced while it was held
+                continue
+            if timer.due > now:
+                kept.append(timer)
+            else:
+                timer.where = DETACHED
+                due.append(timer)
+        self._table.queued -= len(due)
+        self._held = kept
+        if not due:
+            return batch
+        due.extend(batch)
+        return due
 
     def stage(self) -> None:
         """Idle-time cascade staging, a budget per loop callback, so other callbacks interleave."""

@@ -22,18 +22,21 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from journal import Attempt, Record
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
+from wheel_engine.inline import InlineRunner
 from wheel_engine.outcomes import Outcomes
+from wheel_engine.plain import run_plain
 from wheel_engine.stats import Counters
 from wheel_engine.storage import Claims
-from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_CRASH, QUEUED, Timer
+from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer
 from wheel_engine.timers import PENDING, RUNNING, TimerTable
 from wheel_engine.wheel.entry import DETACHED
-from wheel_engine.workers import WorkerPool, firing_for
+from wheel_engine.workers import WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +90,7 @@ class Starter:
         self.pool = WorkerPool(
             self, outcomes, table.handlers, stats, clock, events, max_concurrency=max_concurrency
         )
+        self._runner = InlineRunner(table, outcomes, stats, events)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -94,7 +98,18 @@ class Starter:
 
     # ------------------------------------------------------------------ the queue
     def enqueue(self, batch: list[Timer], now: float) -> None:
-        """Due timers join the queue, in (tick, version) order; nothing is charged yet."""
+        """Due timers join the queue, in (tick, version) order; nothing is charged yet.
+
+        The common case skips the queue: see :meth:`_inline_now`."""
+        taken = 0
+        if not self._ready and self._inline_now():
+            self.running += 1  # the one plain handler running at a time
+            taken = self._runner.run_batch(batch, now, INLINE_BATCH)
+            self.running -= 1
+            if taken == len(batch):
+                return
+            if taken:
+                batch = batch[taken:]
         handlers = self._handlers
         table = self._table
         ready = self._ready
@@ -117,13 +132,25 @@ class Starter:
             queued += 1
         if queued:
             table.queued += queued
-            self.start_queued()
+            if taken == INLINE_BATCH:  # a group ran already: the next in a callback of its own
+                self.start_later()
+            else:
+                self.start_queued()
 
     def start_queued(self) -> None:
         """Take from the head of the queue what can start now and commit those attempts."""
         self._start_soon = False
         if self.closing:
             return
+        if self._inline_now():
+            self.running += 1
+            ran = self._runner.run_queue(self._ready, self._clock.time(), INLINE_BATCH)
+            self.running -= 1
+            if ran:
+                self._table.purge_finished(self._clock.time())
+                if ran == INLINE_BATCH:  # the rest in a callback of its own: others interleave
+                    self.start_later()
+                    return
         inline, pooled = self._take()
         if not inline and not pooled:
             return
@@ -140,6 +167,17 @@ class Starter:
         ]
         committed = self._commits.submit(records)  # never raises
         committed.add_done_callback(lambda future: self._attempts_committed(future, inline, pooled))
+
+    def _inline_now(self) -> bool:
+        """True when plain handlers may run at once, off the general path (:mod:`.inline`): in
+        memory, nobody subscribed to events, no crash suspect, no group under way."""
+        return (
+            self._commits.journal is None
+            and not self.closing
+            and not self._events.active
+            and self.alone is None
+            and not self._inline_starting
+        )
 
     def _take(self) -> tuple[list[Timer], list[Timer]]:
         """Pop the next group off the queue: (plain ones to run inline, ones for the workers)."""
@@ -213,13 +251,13 @@ class Starter:
 
     # ------------------------------------------------------------------ committed groups
     def _attempts_committed(
-        self, future: asyncio.Future[None], inline: list[Timer], pooled: list[Timer]
+        self, future: asyncio.Future[Claims | None], inline: list[Timer], pooled: list[Timer]
     ) -> None:
         self._attempt_commits -= 1
         if future.cancelled() or future.exception() is not None:
             self._attempts_failed(future, inline, pooled)
             return
-        claims = future.result()
+        claims: Claims | None = future.result()
         if claims is not None:  # a store that may refuse attempts (PostgreSQL): see storage
             inline, pooled = self._claimed(claims, inline, pooled)
         if self.closing:  # not run: they fire again after the next start
@@ -247,7 +285,7 @@ class Starter:
         return kept_inline, kept_pooled
 
     def _attempts_failed(
-        self, future: asyncio.Future[None], inline: list[Timer], pooled: list[Timer]
+        self, future: asyncio.Future[Any], inline: list[Timer], pooled: list[Timer]
     ) -> None:
         """The group's attempt commit failed: its timers go back into the wheel, uncharged."""
         first = (inline or pooled)[0]
@@ -277,36 +315,9 @@ class Starter:
         self._arm()
 
     def _run_batch(self, inline: list[Timer], pooled: list[Timer]) -> None:
-        """A group's attempts are committed: run the plain ones now, hand the rest to workers.
-
-        Only while someone listens to events is each handler timed (two clock reads each)."""
-        clock = self._clock
-        now = clock.time()
-        succeeded: list[Timer] = []
-        handlers = self._handlers
-        outcomes = self._outcomes
-        stats = self._stats
-        events = self._events
-        durations: list[float] | None = [] if events.active else None
-        started = now
-        for timer in inline:
-            self.running -= 1
-            if timer.interrupt == INTERRUPT_CANCEL:  # cancelled while its attempt committed
-                outcomes.complete(timer, asyncio.CancelledError(), cancelled=True)
-                continue
-            if durations is not None:
-                started = clock.time()
-            try:
-                handlers[timer.handler].fn(firing_for(timer, now, stats, events))
-            except Exception as exc:
-                ran = None if durations is None else clock.time() - started
-                outcomes.complete(timer, exc, duration=ran)
-                continue
-            succeeded.append(timer)
-            if durations is not None:
-                durations.append(clock.time() - started)
-        if succeeded:  # when timed, the events' ``at`` (and the acks') is the group's end
-            outcomes.succeed(succeeded, now if durations is None else clock.time(), durations)
+        """A group's attempts are committed: run the plain ones now, hand the rest to workers."""
+        self.running -= len(inline)
+        run_plain(inline, self._handlers, self._outcomes, self._stats, self._events, self._clock)
         if inline:
             self._inline_starting = False
             self.alone = None

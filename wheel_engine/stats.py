@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from wheel_engine._build import compiled
@@ -50,7 +50,17 @@ def percentiles(values: Iterable[float], qs: Sequence[float]) -> list[float]:
 class Counters:
     """Monotonic counters since start, plus the lateness of the most recent firings."""
 
-    __slots__ = ("canceled", "dead", "fired", "lag_max", "lags", "redriven", "retried", "succeeded")
+    __slots__ = (
+        "_sample",
+        "canceled",
+        "dead",
+        "fired",
+        "lag_max",
+        "lags",
+        "redriven",
+        "retried",
+        "succeeded",
+    )
 
     def __init__(self) -> None:
         self.fired = 0
@@ -61,6 +71,15 @@ class Counters:
         self.redriven = 0
         self.lag_max = 0.0
         self.lags: deque[float] = deque(maxlen=LAG_SAMPLES)
+        # The bound method, kept: compiled code calls it without looking ``append`` up each time.
+        self._sample: Callable[[float], None] = self.lags.append
+
+    def count_firing(self, lag: float) -> None:
+        """An attempt started ``lag`` seconds after its due time (the fire path, per timer)."""
+        self.fired += 1
+        self._sample(lag)
+        if lag > self.lag_max:
+            self.lag_max = lag
 
     def lag_percentiles(self) -> tuple[float, float]:
         """(p50, p99) of the recent lateness samples, 0.0 when nothing fired yet."""

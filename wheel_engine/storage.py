@@ -25,7 +25,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from wheel_engine.gcpause import gc_paused
+from wheel_engine.gcpause import BULK, gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
 
 if TYPE_CHECKING:
@@ -110,9 +110,9 @@ class LocalStorage:
 
     async def open(self, path: str, durability: Literal["full", "normal"], clock: Clock) -> None:
         """Open and recover the journal at ``path`` into the table."""
-        recovered = await self._commits.open(path, durability)
-        self._scheduler.next_version = recovered.max_version + 1
-        with gc_paused(len(recovered.timers)):
+        with gc_paused(BULK):  # recovery and restore: every object they make stays alive
+            recovered = await self._commits.open(path, durability)
+            self._scheduler.next_version = recovered.max_version + 1
             self._table.restore(recovered, clock.time(), path)
 
     async def schedule(self, request: ScheduleRequest) -> TimerInfo:

@@ -41,7 +41,8 @@ class Worker:
 
 class Timer(WheelEntry["Timer"]):
     """One version of one key, and its own wheel entry (``item`` is the timer itself), so a
-    pending timer costs one object. ``where != DETACHED`` while it waits in the wheel.
+    pending timer costs one object. ``where != DETACHED`` while it waits in the wheel; its
+    ``version`` is its wheel ``seq`` (one slot for both: equal ticks fire in version order).
 
     ``where`` is :data:`QUEUED` while it waits for a worker. ``worker`` is the :class:`Worker`
     running its handler, ``interrupt`` why the attempt was asked to stop, ``packed`` the msgpack
@@ -60,7 +61,6 @@ class Timer(WheelEntry["Timer"]):
         "payload",
         "state",
         "updated_at",
-        "version",
         "worker",
     )
 
@@ -77,12 +77,12 @@ class Timer(WheelEntry["Timer"]):
         first_attempt_at: float | None = None,
         updated_at: float = 0.0,
     ) -> None:
-        self.tick = 0  # the wheel fields (see WheelEntry), set when it goes into the wheel
-        self.seq = version
+        self.tick = 0  # the wheel fields (see WheelEntry); tick is set when it goes in
+        self.seq = version  # what ``version`` reads
         self.where = DETACHED
         self.slot = 0
+        self.pos = 0
         self.key = key
-        self.version = version
         self.handler = handler
         self.due = due
         self.payload = payload
@@ -94,6 +94,15 @@ class Timer(WheelEntry["Timer"]):
         self.worker: Worker | None = None
         self.interrupt: str | None = None
         self.packed: bytes | None = None
+
+    @property
+    def version(self) -> int:
+        """This version's number, stored as the wheel entry's ``seq``."""
+        return self.seq
+
+    @version.setter
+    def version(self, version: int) -> None:
+        self.seq = version
 
     @property
     def item(self) -> Timer:
@@ -128,3 +137,35 @@ class Timer(WheelEntry["Timer"]):
                 self.last_error,
             ),
         )
+
+
+def recovered_timer(
+    key: str,
+    version: int,
+    handler: str,
+    due: float,
+    packed: bytes | None,
+    state: TimerState,
+    attempts: int,
+    last_error: str | None,
+    first_attempt_at: float | None,
+    updated_at: float,
+) -> Timer:
+    """A timer as recovery reads it from the journal (a ``journal.state.RowFactory``): the
+    journal builds the engine's timers directly, so recovery makes one object per timer. The
+    payload's msgpack bytes stay undecoded in ``packed`` until first used: most recovered
+    timers are only ever fired."""
+    timer = Timer(
+        key,
+        version,
+        handler,
+        due,
+        UNDECODED if packed is not None else None,
+        state,
+        attempts,
+        last_error,
+        first_attempt_at,
+        updated_at,
+    )
+    timer.packed = packed
+    return timer

@@ -16,12 +16,12 @@ from __future__ import annotations
 import logging
 import math
 import operator
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import TYPE_CHECKING
 
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.model import TimerInfo, TimerState
-from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, UNDECODED, Timer
+from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer
 from wheel_engine.wheel import TimingWheel
 from wheel_engine.wheel.entry import DETACHED
 
@@ -78,7 +78,6 @@ class TimerTable:
     def insert(self, timer: Timer) -> None:
         """Into the wheel at its due tick, rounded up: a tick is never before the due time."""
         timer.tick = math.ceil(timer.due / self.tick)
-        timer.seq = timer.version
         self.wheel.insert_entry(timer)
 
     def place(self, timer: Timer) -> None:
@@ -228,56 +227,53 @@ class TimerTable:
         return True
 
     # ------------------------------------------------------------------ recovery
-    def restore(self, recovered: Recovered, now: float, path: str) -> None:
-        """Rebuild timers from what recovery found at ``path`` (logged: how many of each state).
+    def restore(self, recovered: Recovered[Timer], now: float, path: str) -> None:
+        """Take in the timers recovery built at ``path`` (logged: how many of each state).
 
-        Recovery has already turned RUNNING rows into PENDING ones and listed them as
-        ``interrupted``: those are crash suspects (see ``Starter.suspect_started``). Finished
-        ones enter the retention window in the journal's own order.
+        Recovery made them as engine timers (:func:`~wheel_engine.timer.recovered_timer`), has
+        turned RUNNING ones into PENDING ones and listed them as ``interrupted``: those are
+        crash suspects (see ``Starter.suspect_started``). Pending ones go into the wheel in one
+        call, finished ones enter the retention window in the journal's own order.
         """
-        counts: dict[TimerState, int] = dict.fromkeys(TimerState, 0)
-        timers = self.timers
+        recovered_timers = recovered.timers
+        # The index by key is shared with the request checker, so it is filled, not replaced.
+        self.timers.update(recovered_timers)
         handlers = self.handlers
+        tick = self.tick
+        ceil = math.ceil
+        waiting: list[Timer] = []
         finished: list[Timer] = []
-        for row in recovered.timers.values():
-            state = row.state
-            counts[state] += 1
-            if state is RUNNING:  # interrupted by the crash: it runs again
-                state = PENDING
-            timer = Timer(
-                row.key,
-                row.version,
-                row.handler,
-                row.due,
-                UNDECODED if row.payload is not None else None,
-                state,
-                row.attempts,
-                row.last_error,
-                row.first_attempt_at,
-                row.updated_at,
-            )
-            timer.packed = row.payload  # decoded on first use: most are only ever fired
-            timers[row.key] = timer
-            if state is DEAD:
-                self.dead[row.key] = timer
-            elif state is not PENDING:
-                finished.append(timer)
-            elif row.handler in handlers:
-                self.insert(timer)
+        parked = 0
+        for timer in recovered_timers.values():  # one pass, nothing per timer but placing it
+            state = timer.state
+            if state is PENDING:
+                if timer.handler in handlers:
+                    timer.tick = ceil(timer.due / tick)  # as insert(): never before the due
+                    waiting.append(timer)
+                else:
+                    self.park(timer)
+                    parked += 1
+            elif state is DEAD:
+                self.dead[timer.key] = timer
             else:
-                self.park(timer)
+                finished.append(timer)
+        self.wheel.insert_entries(waiting)
+        counts = Counter(timer.state for timer in finished)
+        counts[PENDING] = len(waiting) + parked
+        counts[DEAD] = len(self.dead)  # empty before: restore runs once, at start
         # The retention window forgets from the front. The journal's compaction orders finished
         # rows the same way, by (updated_at, key), so both keep the same ones.
         finished.sort(key=_retention_order)
         self.finished.clear()
         self.finished.update((timer.key, timer) for timer in finished)
         self.purge_finished(now)
+        timers = self.timers
         for key in recovered.interrupted:
             timers[key].interrupt = INTERRUPT_CRASH
         logger.info(
             "recovered %s: %d records, %s, next version %d",
             path,
             recovered.records,
-            ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n) or "no timers",
+            ", ".join(f"{counts[s]} {s.lower()}" for s in TimerState if counts[s]) or "no timers",
             recovered.max_version + 1,
         )

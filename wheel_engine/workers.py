@@ -34,11 +34,7 @@ _new_tuple = tuple.__new__
 def firing_for(timer: Timer, now: float, stats: Counters, events: EventBus) -> Firing:
     """The :class:`~wheel_engine.model.Firing` a handler gets for the attempt starting now
     (and the firing counted, with its lateness, and emitted as ``fired``)."""
-    lag = now - timer.due
-    stats.fired += 1
-    stats.lags.append(lag)
-    if lag > stats.lag_max:
-        stats.lag_max = lag
+    stats.count_firing(now - timer.due)
     if events.active:
         events.fired(timer, now)
     payload = timer.payload
@@ -77,16 +73,34 @@ class WorkerPool:
         self._events = events
         self._max_concurrency = max_concurrency
         self._go: deque[Timer] = deque()  # attempt committed, waiting for a worker task
+        self._top_up_soon = False  # a _top_up callback is scheduled
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
     def run(self, timers: list[Timer]) -> None:
-        """These committed attempts start on worker tasks (more tasks if there is room)."""
+        """These committed attempts start on worker tasks.
+
+        One task is started at once if none is alive; more only if, one loop turn later, some
+        attempts still wait (the tasks alive are all suspended in handlers): a handler that
+        returns without suspending lets one task run the whole line, with no task per firing.
+        """
         self._go.extend(timers)
-        wanted = min(self._max_concurrency - len(self.tasks), len(self._go))
-        for _ in range(wanted):
+        if not self.tasks:
+            self._spawn(1)
+        if not self._top_up_soon:
+            self._top_up_soon = True
+            assert self._loop is not None
+            self._loop.call_soon(self._top_up)
+
+    def _top_up(self) -> None:
+        """As many more tasks as attempts still wait, up to ``max_concurrency`` in all."""
+        self._top_up_soon = False
+        self._spawn(min(self._max_concurrency - len(self.tasks), len(self._go)))
+
+    def _spawn(self, count: int) -> None:
+        for _ in range(count):
             task = asyncio.ensure_future(self._worker())
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)

@@ -106,9 +106,16 @@ class Listener:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="pg-listen")
 
     async def wait(self, timeout: float) -> bool:
-        """Sleep up to ``timeout`` seconds; True if a NOTIFY came (then clears it)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), timeout)
+        """Sleep up to ``timeout`` seconds; True if a NOTIFY came (then clears it).
+
+        ``asyncio.wait``, not ``wait_for``: on Python 3.11 a ``wait_for`` cancelled just as its
+        timeout or event fires can leave its caller cancelling forever (an engine's close hung
+        on it); ``asyncio.wait`` never holds back a cancellation."""
+        waiter = asyncio.ensure_future(self._event.wait())
+        try:
+            await asyncio.wait({waiter}, timeout=timeout)
+        finally:
+            waiter.cancel()
         woke = self._event.is_set()
         self._event.clear()
         return woke

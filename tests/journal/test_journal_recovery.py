@@ -12,6 +12,7 @@ import pytest
 from journal import Journal, JournalCorrupt, JournalError, codec
 from journal.records import Ack, Attempt, Cancel, Dead, Record, Redrive, Retry, Schedule
 from journal.recovery import fold_sealed
+from journal.state import TimerRow
 
 
 async def write(path: str, records: Sequence[Record]) -> None:
@@ -264,3 +265,81 @@ async def test_bytes_moved_across_a_row_boundary_fold_right_and_check_names_them
     report = await j.check()
     assert report.corrupt_seqs == [1, 2]
     await j.close()
+
+
+class Made:
+    """A caller's own row class, as the engine passes its timer class: recovery must build
+    these, once per timer, and fold every later record into them."""
+
+    __slots__ = TimerRow.__slots__
+
+    def __init__(self, *fields: object) -> None:
+        for name, value in zip(self.__slots__, fields, strict=True):
+            setattr(self, name, value)
+
+
+def as_tuple(row: object) -> tuple[object, ...]:
+    return tuple(getattr(row, name) for name in TimerRow.__slots__)
+
+
+HISTORY: list[Record] = [
+    Schedule("a", 1, "h", 10.0, b"\x90", 1.0),
+    Schedule("b", 2, "h", 11.0, None, 1.0),
+    Schedule("c", 3, "h", 12.0, None, 1.0),
+    Schedule("d", 4, "h", 12.0, None, 1.0),
+    Attempt("a", 1, 1, 10.1),
+    Retry("a", 1, 1, "boom", 15.0, 10.2),
+    Cancel("d", 4, 2.0),
+]
+LATER: list[Record] = [
+    Attempt("a", 1, 2, 15.1),  # interrupted
+    Schedule("b", 5, "h", 20.0, None, 2.0),
+    Attempt("c", 3, 1, 12.0),
+    Dead("c", 3, 1, "perm", 12.5),
+    Redrive("c", 3, 6, 30.0, 13.0),
+]
+
+
+@pytest.mark.parametrize("compacted", [False, True], ids=["tail", "snapshot+tail"])
+async def test_rows_are_made_by_the_callers_factory(db: str, compacted: bool) -> None:
+    await write(db, HISTORY)
+    if compacted:
+        j = await Journal.open(db)
+        await j.compact(retention=3600.0, now=20.0)  # every row kept, folded into the snapshot
+        await j.close()
+    await write(db, LATER)
+    j = await Journal.open(db)
+    plain = await j.recover()
+    made = await j.recover(None, Made)
+    await j.close()
+    assert all(type(row) is Made for row in made.timers.values())
+    assert {k: as_tuple(r) for k, r in made.timers.items()} == {
+        k: as_tuple(r) for k, r in plain.timers.items()
+    }
+    assert (made.max_version, made.interrupted, made.records) == (
+        plain.max_version,
+        plain.interrupted,
+        plain.records,
+    )
+    assert made.snapshot_rows == (4 if compacted else 0)
+
+
+@pytest.mark.parametrize("compacted", [False, True], ids=["tail", "snapshot"])
+async def test_a_factory_does_not_bypass_the_checks(db: str, compacted: bool) -> None:
+    await write(db, HISTORY)
+    if compacted:
+        j = await Journal.open(db)
+        await j.compact(retention=3600.0, now=20.0)
+        await j.close()
+    table, where = ("snapshot", "key = 'b'") if compacted else ("records", "seq = 3")
+    con = sqlite3.connect(db)
+    with con:
+        (body,) = con.execute(f"SELECT body FROM {table} WHERE {where}").fetchone()
+        damaged = body[:5] + bytes([body[5] ^ 1]) + body[6:]  # one bit flipped
+        con.execute(f"UPDATE {table} SET body = ? WHERE {where}", (damaged,))
+    con.close()
+    j = await Journal.open(db)
+    with pytest.raises(JournalCorrupt) as caught:
+        await j.recover(None, Made)
+    await j.close()
+    assert ("'b'" in str(caught.value)) if compacted else caught.value.seq == 3, str(caught.value)

@@ -7,9 +7,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import psycopg
+from pg_cluster import db_now, sql
 
-from wheel_engine import Engine
+from wheel_engine import Engine, Firing
+
+__all__ = [
+    "LEASE",
+    "Slow",
+    "balanced",
+    "db_now",
+    "engine",
+    "key_in",
+    "owned",
+    "sql",
+    "state_of",
+    "two_nodes",
+    "until",
+]
 
 #: Seconds a test lease lasts: short, so that handovers and failovers are quick.
 LEASE = 1.5
@@ -30,17 +44,6 @@ async def until(condition: Callable[[], bool], patience: float = PATIENCE) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {patience} s")
         await asyncio.sleep(0.02)
-
-
-def sql(url: str, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
-    """Run one statement on a connection of its own; its rows (if it returns any)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        cur = conn.execute(statement, params)
-        return cur.fetchall() if cur.description is not None else []
-
-
-def db_now(url: str) -> float:
-    return float(sql(url, "SELECT extract(epoch FROM now())::float8")[0][0])
 
 
 #: The state names by the code the PostgreSQL journal stores.
@@ -67,6 +70,31 @@ def key_in(partitions: list[int], prefix: str = "k") -> str:
         for key in (f"{prefix}{n}" for n in range(10_000))
         if partition_of(key, 64) in partitions
     )
+
+
+class Slow:
+    """A handler that runs until cancelled: ``started`` once it runs, ``stopped`` the keys
+    whose task was cancelled."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.stopped: list[str] = []
+
+    async def __call__(self, firing: Firing) -> None:
+        self.started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.stopped.append(firing.key)
+            raise
+
+
+def two_nodes(url: str, handler: Any = None) -> tuple[Engine, Engine]:
+    """Engines "a" and "b" on ``url``, with ``handler`` (default: one doing nothing) as "h"."""
+    a, b = engine(url, "a"), engine(url, "b")
+    for e in (a, b):
+        e.register("h", handler if handler is not None else lambda firing: None)
+    return a, b
 
 
 async def balanced(a: Engine, b: Engine) -> None:

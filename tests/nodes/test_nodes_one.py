@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from node_support import db_now, engine, sql, state_of, until
+from node_support import Slow, db_now, engine, sql, state_of, until
 
 from wheel_engine import (
     CancelResult,
@@ -85,18 +87,8 @@ async def test_retries_dead_letters_and_redrive_go_through_the_database(pg_url: 
 
 async def test_cancel_of_pending_and_running_timers_and_a_stale_version(pg_url: str) -> None:
     e = engine(pg_url, "a")
-    started = asyncio.Event()
-    stopped: list[str] = []
-
-    @e.handler("slow")
-    async def slow(firing: Firing) -> None:
-        started.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            stopped.append(firing.key)
-            raise
-
+    slow = Slow()
+    e.register("slow", slow)
     async with e:
         pending = await e.schedule("slow", delay=30, key="p")  # within the horizon: held here
         assert await e.cancel("p", version=pending.version + 1000) is CancelResult.NOT_FOUND
@@ -108,10 +100,10 @@ async def test_cancel_of_pending_and_running_timers_and_a_stale_version(pg_url: 
         assert await e.cancel("p") is CancelResult.ALREADY_DONE
         assert await e.cancel("nothing") is CancelResult.NOT_FOUND
         await e.schedule("slow", delay=0, key="r")
-        await asyncio.wait_for(started.wait(), 10)
+        await asyncio.wait_for(slow.started.wait(), 10)
         assert await e.cancel("r") is CancelResult.CANCEL_REQUESTED
         await until(lambda: state_of(pg_url, "r") == "CANCELED")
-        assert stopped == ["r"]
+        assert slow.stopped == ["r"]
 
 
 async def test_on_conflict_is_decided_by_the_database(pg_url: str) -> None:
@@ -150,6 +142,7 @@ def test_node_options_need_a_url_and_are_checked_before_anything_is_written(
             Engine(url, **bad)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         Engine(url, lease="10")  # type: ignore[arg-type]
+    assert Engine(url).stats()["node"] == f"{socket.gethostname()}-{os.getpid()}"
 
 
 async def test_a_timer_beyond_the_horizon_is_loaded_in_time_and_fires(pg_url: str) -> None:

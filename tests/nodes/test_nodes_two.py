@@ -10,7 +10,7 @@ import time
 from collections import Counter
 
 import pytest
-from node_support import balanced, engine, key_in, owned, sql, state_of, until
+from node_support import Slow, balanced, engine, key_in, owned, sql, state_of, two_nodes, until
 
 from wheel_engine import CancelResult, Engine, Firing, TimerState
 
@@ -52,41 +52,27 @@ async def test_two_nodes_share_the_work_and_fire_every_timer_once(pg_url: str) -
 
 
 async def test_cancel_from_the_node_that_does_not_own_the_partition(pg_url: str) -> None:
-    a, b = engine(pg_url, "a"), engine(pg_url, "b")
-    started = asyncio.Event()
-    stopped: list[str] = []
-
-    async def slow(firing: Firing) -> None:
-        started.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            stopped.append(firing.key)
-            raise
-
-    for e in (a, b):
-        e.register("slow", slow)
+    slow = Slow()
+    a, b = two_nodes(pg_url, slow)
     async with a, b:
         await balanced(a, b)
         pending, running = key_in(owned(b), "p"), key_in(owned(b), "r")
-        await a.schedule("slow", delay=30, key=pending)
+        await a.schedule("h", delay=30, key=pending)
         await until(lambda: b.get(pending) is not None)  # b learnt of it through the feed
         assert await a.cancel(pending) is CancelResult.CANCELED
         assert state_of(pg_url, pending) == "CANCELED"
         await until(lambda: _state_held(b, pending) is TimerState.CANCELED)
 
-        await a.schedule("slow", delay=0, key=running)
-        await asyncio.wait_for(started.wait(), 10)
+        await a.schedule("h", delay=0, key=running)
+        await asyncio.wait_for(slow.started.wait(), 10)
         assert state_of(pg_url, running) == "RUNNING"
         assert await a.cancel(running) is CancelResult.CANCEL_REQUESTED
         await until(lambda: state_of(pg_url, running) == "CANCELED")
-        assert stopped == [running]  # b's handler task was cancelled
+        assert slow.stopped == [running]  # b's handler task was cancelled
 
 
 async def test_a_stale_version_cancel_across_nodes_is_not_found(pg_url: str) -> None:
-    a, b = engine(pg_url, "a"), engine(pg_url, "b")
-    for e in (a, b):
-        e.register("h", lambda firing: None)
+    a, b = two_nodes(pg_url)
     async with a, b:
         await balanced(a, b)
         key = key_in(owned(b))
@@ -119,9 +105,7 @@ async def test_a_node_that_closes_hands_its_partitions_to_the_other(pg_url: str)
 
 
 async def test_lookup_reads_the_database_whichever_node_holds_the_timer(pg_url: str) -> None:
-    a, b = engine(pg_url, "a"), engine(pg_url, "b")
-    for e in (a, b):
-        e.register("h", lambda firing: None)
+    a, b = two_nodes(pg_url)
     async with a, b:
         await balanced(a, b)
         key = key_in(owned(b))

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
+from pg_cluster import db_now, sql  # shared with tests/nodes
 
 from journal.postgres import PostgresStore
+
+__all__ = [
+    "balance",
+    "db_now",
+    "expire_leases",
+    "open_store",
+    "row_of",
+    "sql",
+]
 
 
 async def open_store(
@@ -15,17 +24,6 @@ async def open_store(
     """A store for ``node`` that owns nothing yet (no LISTEN unless asked)."""
     kw.setdefault("listen", False)
     return await PostgresStore.open(url, node=node, lease=lease, partitions=partitions, **kw)
-
-
-def sql(url: str, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
-    """Run one statement on a connection of its own; its rows (if it returns any)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        cur = conn.execute(statement, params)
-        return cur.fetchall() if cur.description is not None else []
-
-
-def db_now(url: str) -> float:
-    return float(sql(url, "SELECT extract(epoch FROM now())::float8")[0][0])
 
 
 def expire_leases(url: str, node: str) -> None:

@@ -67,3 +67,16 @@ def test_the_swapped_in_levels_hold_the_slot_at_its_final_depth() -> None:
     sizes = [len(bucket) for bucket in level1.slots]
     # slot 1 was staged again right away (the next level-1 slot after the cursor's)
     assert sizes[2:62] == [32] * 60 and sizes[62] == 16 and sizes[1] == 0
+
+
+def test_a_zero_budget_moves_nothing_and_says_whether_work_remains() -> None:
+    """``work(0)`` is how the engine asks whether staging work is left (``firing.py``): it must
+    not move anything, however much is left to stage (a slot of 2,000 here)."""
+    wheel: TimingWheel[int] = TimingWheel(now_tick=0, budget=512)
+    for tick in TICKS:
+        wheel.insert(tick, 0, tick)
+    wheel.advance(4096)  # stages one budget of slot 2; 1,488 entries are left to stage
+    before = wheel.moves
+    assert wheel.work(0) is True
+    assert wheel.moves == before
+    check_invariants(wheel)

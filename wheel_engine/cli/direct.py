@@ -67,7 +67,7 @@ def locked_message(path: str) -> str:
 
 
 @asynccontextmanager
-async def _writable(path: str) -> AsyncIterator[tuple[Journal, Recovered]]:
+async def _writable(path: str) -> AsyncIterator[tuple[Journal, Recovered[TimerRow]]]:
     """The journal opened for writing (lock held) and its recovered state."""
     async with open_readonly(path):  # refuses what is not a journal before any write-open
         pass

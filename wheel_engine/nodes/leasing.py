@@ -19,7 +19,6 @@ store stops firing in partitions whose lease is near its end (``Leases.usable``)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import Callable
@@ -52,8 +51,12 @@ class LeaseKeeper:
     async def run(self) -> None:
         """Rounds until cancelled."""
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._store.leases.renew_every)
+            # asyncio.wait, not wait_for: see journal.postgres.feed.Listener.wait.
+            waiter = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=self._store.leases.renew_every)
+            finally:
+                waiter.cancel()
             self._wake.clear()
             await self.round()
 

@@ -13,9 +13,8 @@ the horizon; ``Engine.lookup`` reads the database for the rest.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from typing import Any
+from typing import Any, Final
 
 from journal.postgres import DEFAULT_HORIZON, DEFAULT_LEASE, PostgresStore
 from wheel_engine.clock import Clock
@@ -33,9 +32,12 @@ from wheel_engine.timers import TimerTable
 from wheel_engine.validation import RequestChecker
 from wheel_engine.workers import WorkerPool
 
-__all__ = ["Node"]
+__all__ = ["STOP_WAIT", "Node"]
 
 logger = logging.getLogger(__name__)
+
+#: Seconds ``stop()`` waits for its cancelled loops (each normally ends at once).
+STOP_WAIT: Final = 5.0
 
 
 class Node:
@@ -77,7 +79,7 @@ class Node:
         )
         try:
             adopter = Adopter(table, trigger, pool, store)
-            sink = NodeSink(store, adopter, table, trigger, clock)
+            sink = NodeSink(store, adopter, table, trigger)
             self._keeper = LeaseKeeper(store, adopter, self._running_in)
             self._feed = FeedReader(store, adopter, self._keeper.wake)
             self._refiller = Refiller(store, adopter, self.retention)
@@ -110,13 +112,18 @@ class Node:
             self._tasks.append(loop.create_task(work, name=f"wheel-engine {self.name} {name}"))
 
     async def stop(self) -> None:
-        """End the loops (the store is closed by the engine's commit path afterwards)."""
+        """End the loops (the store is closed by the engine's commit path afterwards).
+
+        Bounded: a loop that has not ended :data:`STOP_WAIT` seconds after its cancel is
+        logged and left behind, so ``close()`` never hangs on one."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if not tasks:
+            return
+        _, stuck = await asyncio.wait(tasks, timeout=STOP_WAIT)
+        for task in stuck:
+            logger.warning("node %s: %s did not stop within %s s", self.name, task, STOP_WAIT)
 
     def stats(self) -> dict[str, Any]:
         """This node's name and the partitions it may fire in now."""

@@ -33,7 +33,6 @@ from journal import Ack, Attempt, Cancel, Dead, Record, Retry
 from journal.errors import JournalError
 from journal.postgres import AttemptResult, Outcome, PostgresStore
 from journal.state import CANCELED, DEAD, PENDING, SUCCEEDED
-from wheel_engine.clock import Clock
 from wheel_engine.firing import Trigger
 from wheel_engine.nodes.adopting import Adopter
 from wheel_engine.timer import Timer
@@ -99,7 +98,6 @@ class NodeSink:
         adopter: Adopter,
         table: TimerTable,
         trigger: Trigger,
-        clock: Clock,
     ) -> None:
         self.store = store
         self.adopter = adopter
@@ -107,7 +105,6 @@ class NodeSink:
         self.epochs: dict[str, tuple[int, int]] = {}
         self._table = table
         self._trigger = trigger
-        self._clock = clock
         self._tasks: set[asyncio.Future[Any]] = set()
         self._closed = False
 

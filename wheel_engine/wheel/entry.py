@@ -21,31 +21,36 @@ by_tick_seq = attrgetter("tick", "seq")
 
 
 class WheelEntry(Generic[T]):
-    """A handle on one inserted item.
+    """A handle on one inserted item: what the wheel reads and writes of it.
 
-    ``tick``, ``seq`` and ``item`` are what the caller inserted. ``where`` and ``slot`` say where
-    the entry lives, so :meth:`TimingWheel.remove` is O(1): ``where >= 0`` is the index of the
-    wheel's level object holding it (a live level, or a staging level of a slot being staged)
-    with ``slot`` the slot index in it, or ``where`` is one of :data:`DUE`, :data:`OVERFLOW` and
-    :data:`DETACHED`. Entries compare and hash by identity.
+    ``tick`` and ``seq`` are what the caller inserted, ``item`` what the wheel hands out.
+    ``where``, ``slot`` and ``pos`` say where the entry lives, so :meth:`TimingWheel.remove` is
+    O(1): ``where >= 0`` is the index of the wheel's level object holding it (a live level, or
+    a staging level of a slot being staged), ``slot`` the slot index in it and ``pos`` the
+    entry's index in that slot's list, or ``where`` is one of :data:`DUE`, :data:`OVERFLOW`
+    and :data:`DETACHED`. Entries compare and hash by identity.
+
+    The base class holds no item: :class:`ItemEntry` (what :meth:`TimingWheel.insert` makes)
+    holds one, and a caller may embed the entry in its own object instead, a subclass whose
+    ``item`` is itself (``wheel_engine.timer.Timer``), so that an item costs one object and no
+    slot is spent on a reference to itself.
     """
 
-    __slots__ = ("_item", "seq", "slot", "tick", "where")
+    __slots__ = ("pos", "seq", "slot", "tick", "where")
 
-    def __init__(self, tick: int, seq: int, item: T) -> None:
+    def __init__(self, tick: int, seq: int) -> None:
         self.tick = tick
         self.seq = seq
-        self._item = item
         self.where = DETACHED
         self.slot = 0
+        self.pos = 0
 
     @property
     def item(self) -> T:
-        """The inserted item. A property, not an attribute, so that a subclass can override it
-        (``Timer.item`` is the timer itself): compiled code reads an attribute of a native
-        class from its slot, bypassing a subclass's property, but calls an overridden property.
-        """
-        return self._item
+        """The inserted item. A property, not an attribute, so that a subclass can define it
+        (compiled code reads an attribute of a native class from its slot, bypassing a
+        subclass's property, but calls an overridden property)."""
+        raise NotImplementedError
 
     @property
     def active(self) -> bool:
@@ -53,4 +58,18 @@ class WheelEntry(Generic[T]):
         return self.where != DETACHED
 
     def __repr__(self) -> str:
-        return f"WheelEntry(tick={self.tick}, seq={self.seq}, item={self.item!r})"
+        return f"{type(self).__name__}(tick={self.tick}, seq={self.seq}, item={self.item!r})"
+
+
+class ItemEntry(WheelEntry[T]):
+    """An entry holding a separate item: what :meth:`TimingWheel.insert` returns."""
+
+    __slots__ = ("_item",)
+
+    def __init__(self, tick: int, seq: int, item: T) -> None:
+        super().__init__(tick, seq)
+        self._item = item
+
+    @property
+    def item(self) -> T:
+        return self._item

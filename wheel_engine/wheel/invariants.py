@@ -43,6 +43,7 @@ def check_invariants(wheel: TimingWheel[Any]) -> None:
             for entry in bucket:
                 count += 1
                 assert entry.where == level.ident and entry.slot == slot, entry
+                assert bucket[entry.pos] is entry, entry
                 assert entry.tick >= elapsed, (entry, elapsed)
                 assert level_for(elapsed, entry.tick) == number, (entry, elapsed, number)
                 assert slot_for(entry.tick, number) == slot, entry
@@ -70,6 +71,7 @@ def _check_staged_slot(wheel: TimingWheel[Any], owner: int) -> int:
             for entry in bucket:
                 staged += 1
                 assert entry.where == lower.ident and entry.slot == slot, entry
+                assert bucket[entry.pos] is entry, entry
                 assert entry.tick >> shift == key, (entry, owner, key)
                 assert level_for(start, entry.tick) == number, (entry, owner, number)
                 assert slot_for(entry.tick, number) == slot, entry

@@ -96,17 +96,32 @@ class Staging(Generic[T]):
         row = self.staging_levels[number]
         lower = row[(((tick ^ start) | SLOT_MASK).bit_length() - 1) // SLOT_BITS]
         index = (tick >> lower.shift) & SLOT_MASK
+        bucket = lower.slots[index]
         entry.where = lower.ident
         entry.slot = index
-        lower.slots[index][entry] = None
+        entry.pos = len(bucket)
+        bucket.append(entry)
         lower.occupied |= 1 << index
         self.staged_count[number] += 1
         # The live slot counts as occupied while it has staged entries.
         self.live[number].occupied |= 1 << (key & SLOT_MASK)
 
+    def removed(self, number: int, level: Level[T], slot: int) -> int:
+        """An entry was removed from ``slot`` of ``level``, a staging level of level ``number``.
+        Returns the wheel's pending bit for ``number`` if that was its last staged entry
+        (staging is free to pick another slot then), else 0."""
+        if not level.slots[slot]:
+            level.occupied &= ~(1 << slot)
+        left = self.staged_count[number] - 1
+        self.staged_count[number] = left
+        if left:
+            return 0
+        self.emptied(number)
+        return 1 << number
+
     def emptied(self, number: int) -> None:
-        """The last staged entry of level ``number`` was removed (the caller keeps the count
-        and marks the level pending: staging is free to pick another slot)."""
+        """The last staged entry of level ``number`` is gone (the caller keeps the count and
+        marks the level pending: staging is free to pick another slot)."""
         # The live slot's bit now only says whether its bucket has entries.
         live = self.live[number]
         staged_slot = self.staged_key[number] & SLOT_MASK
@@ -152,16 +167,15 @@ class Staging(Generic[T]):
                 return pending
         return pending
 
-    def _move(
-        self, number: int, level: Level[T], bucket: dict[WheelEntry[T], None], limit: int
-    ) -> int:
+    def _move(self, number: int, level: Level[T], bucket: list[WheelEntry[T]], limit: int) -> int:
         """Move up to ``limit`` entries of the staged live ``bucket`` to the staging levels."""
         if limit >= len(bucket):
-            entries = list(bucket)
+            entries = bucket[:]
             bucket.clear()
-        else:
-            popitem = bucket.popitem
-            entries = [popitem()[0] for _ in range(limit)]
+        else:  # from the end, so the entries left keep their ``pos`` (none if limit <= 0)
+            cut = len(bucket) - max(limit, 0)
+            entries = bucket[cut:]
+            del bucket[cut:]
         spread(entries, self.staging_levels[number], self.staged_key[number] << level.shift)
         moved = len(entries)  # >= 1: the live slot's bit stays set (it has staged entries)
         self.staged_count[number] += moved
@@ -196,7 +210,7 @@ class Staging(Generic[T]):
                     index = (occupied & -occupied).bit_length() - 1  # lowest_slot, inlined
                     occupied &= occupied - 1  # clear the lowest set bit
                     entries.extend(slots[index])
-                    slots[index] = {}
+                    slots[index] = []
                 lower.occupied = 0
             entries.sort(key=by_tick_seq)
             for entry in entries:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
-from .entry import DETACHED, DUE, OVERFLOW, WheelEntry, by_seq, by_tick_seq
-from .level import Level, spread
+from .entry import DETACHED, DUE, OVERFLOW, ItemEntry, WheelEntry, by_seq, by_tick_seq
+from .level import Level, spread, unlink
 from .overflow import OverflowHeap
 from .slots import SLOT_BITS, SLOT_MASK
 from .staging import Staging
@@ -139,14 +140,12 @@ class TimingWheel(Generic[T]):
         A ``tick <= now`` is due at once: it comes out at the next :meth:`advance`, before any
         later tick.
         """
-        return self.insert_entry(WheelEntry(tick, seq, item))
+        return self.insert_entry(ItemEntry(tick, seq, item))
 
     def insert_entry(self, entry: WheelEntry[T]) -> WheelEntry[T]:
-        """Add an entry the caller built, with ``tick``, ``seq`` and ``item`` set. O(1).
-
-        For callers that embed the entry in their own object (a subclass of
-        :class:`WheelEntry` whose ``item`` is itself) to save an allocation per timer. The
-        entry must not be held by any wheel (``entry.active`` is False).
+        """Add an entry the caller built, with ``tick``, ``seq`` and ``item`` set. O(1). For
+        callers that embed the entry in their own object (a :class:`WheelEntry` subclass whose
+        ``item`` is itself). The entry must not be held by any wheel (``entry.active`` False).
         """
         self._place(entry)
         self._count += 1
@@ -163,6 +162,11 @@ class TimingWheel(Generic[T]):
             if nxt is None or tick < nxt:
                 self._next = tick
         return entry
+
+    def insert_entries(self, entries: Iterable[WheelEntry[T]]) -> None:
+        """:meth:`insert_entry` for each of ``entries``, in one call (recovery's bulk load)."""
+        for entry in entries:
+            self.insert_entry(entry)
 
     def _place(self, entry: WheelEntry[T]) -> None:
         tick = entry.tick
@@ -182,9 +186,11 @@ class TimingWheel(Generic[T]):
             self._staging.add(number, entry)
             return
         slot = key & SLOT_MASK  # slot_for(tick, number)
+        bucket = level.slots[slot]
         entry.where = level.ident
         entry.slot = slot
-        level.slots[slot][entry] = None
+        entry.pos = len(bucket)
+        bucket.append(entry)
         level.occupied |= 1 << slot
         self._pending |= 1 << number
 
@@ -198,18 +204,11 @@ class TimingWheel(Generic[T]):
             level = self._by_ident[where]
             slot = entry.slot
             bucket = level.slots[slot]
-            del bucket[entry]
+            unlink(bucket, entry)
             entry.where = DETACHED
             number = level.staging_for
             if number:  # a staging level of level ``number``
-                if not bucket:
-                    level.occupied &= ~(1 << slot)
-                counts = self._staged_count
-                left = counts[number] - 1
-                counts[number] = left
-                if not left:
-                    self._staging.emptied(number)
-                    self._pending |= 1 << number  # free to stage another slot
+                self._pending |= self._staging.removed(number, level, slot)
             elif not bucket:
                 # A staged slot's bit stays set while it has staged entries.
                 number = level.shift // SLOT_BITS
@@ -334,7 +333,7 @@ class TimingWheel(Generic[T]):
                         self._next_valid = True
                         return
                     bucket = slots[slot]
-                    slots[slot] = {}
+                    slots[slot] = []
                     occupied &= ~(1 << slot)
                     if len(bucket) == 1:
                         for entry in bucket:

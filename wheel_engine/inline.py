@@ -1,0 +1,134 @@
+"""The fire path's common case in one tight loop: plain handlers in memory, nobody listening.
+
+:class:`InlineRunner` runs due timers' plain handlers on the spot, one after another, each
+charged, fired and (when it returns) SUCCEEDED in one step: no queue entry, no start group, no
+list of successes, one :class:`~wheel_engine.model.Firing` allocated per timer. It is what
+``call_at`` does for a callback, plus the engine's bookkeeping.
+
+The starter (:mod:`wheel_engine.starting`) uses it only when nothing needs the general path:
+no journal (no attempt to commit first), no event subscriber, no crash suspect, no group in
+flight and nothing waiting in its queue (so the queue's order is kept). The runner itself stops
+at the first timer that is not the common case (an async or thread handler, a handler not
+registered, a timer that carries an interrupt or has no attempt left, one not due yet, a
+subscriber that appeared meanwhile) or after ``budget`` timers; the starter hands the rest to
+the general path. A handler that raises goes to :class:`~wheel_engine.outcomes.Outcomes` as on
+the general path (retry or DEAD).
+
+Guaranteed: the same states, counters, lateness samples and outcome records as the general
+path; a timer never starts before its due time. Different from the general path, and not
+observable through the public API but by a handler reading the engine: each timer is charged
+right before its own handler runs, not with its whole group, so a handler sees the timers after
+it in the batch still PENDING (as ``call_at`` callbacks see each other).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+from wheel_engine.events import EventBus
+from wheel_engine.handlers import HandlerSpec
+from wheel_engine.model import Firing
+from wheel_engine.outcomes import Outcomes
+from wheel_engine.stats import Counters
+from wheel_engine.timer import QUEUED, UNDECODED, Timer
+from wheel_engine.timers import RUNNING, SUCCEEDED, TimerTable
+from wheel_engine.wheel.entry import DETACHED
+
+_new_tuple: Final = tuple.__new__
+
+
+class InlineRunner:
+    """Runs plain handlers at once; see the module docstring. Loop thread only."""
+
+    __slots__ = ("_events", "_finished", "_handlers", "_outcomes", "_stats", "_table", "_timers")
+
+    def __init__(
+        self, table: TimerTable, outcomes: Outcomes, stats: Counters, events: EventBus
+    ) -> None:
+        self._table = table
+        self._handlers = table.handlers
+        self._timers = table.timers
+        self._finished = table.finished
+        self._outcomes = outcomes
+        self._stats = stats
+        self._events = events
+
+    def run_batch(self, batch: list[Timer], now: float, budget: int) -> int:
+        """Run the plain handlers of ``batch`` (due timers just out of the wheel, in order)
+        from its head; return how many timers were taken (the rest is the caller's)."""
+        handlers = self._handlers
+        events = self._events
+        taken = 0
+        for timer in batch:
+            if taken >= budget or timer.due > now or events.active:
+                break
+            spec = handlers.get(timer.handler)
+            if spec is None or not spec.inline or timer.interrupt is not None:
+                break
+            if timer.attempts >= spec.retry.max_attempts:
+                break
+            self.fire(timer, spec, now)
+            taken += 1
+        return taken
+
+    def run_queue(self, ready: deque[Timer], now: float, budget: int) -> int:
+        """Run plain handlers off the head of the starter's queue (due, checked, ``QUEUED``),
+        skipping stale entries; return how many ran. Stops at the first other timer."""
+        handlers = self._handlers
+        taken: list[Timer] = []
+        specs: list[HandlerSpec] = []
+        while ready and len(taken) < budget:
+            timer = ready[0]
+            if timer.where != QUEUED:  # cancelled or replaced while it waited
+                ready.popleft()
+                continue
+            spec = handlers[timer.handler]
+            if not spec.inline or timer.interrupt is not None:
+                break
+            ready.popleft()
+            taken.append(timer)
+            specs.append(spec)
+        self._table.queued -= len(taken)  # out of the queue, as a group leaves it
+        events = self._events
+        for i, timer in enumerate(taken):
+            if events.active:  # a handler subscribed: the rest goes back for the general path
+                self._requeue(ready, taken[i:])
+                return i
+            self.fire(timer, specs[i], now)
+        return len(taken)
+
+    def _requeue(self, ready: deque[Timer], timers: list[Timer]) -> None:
+        """Put ``timers`` back at the head of the queue, in their order."""
+        ready.extendleft(reversed(timers))
+        self._table.queued += len(timers)
+
+    def fire(self, timer: Timer, spec: HandlerSpec, now: float) -> None:
+        """Charge ``timer``'s attempt, run its plain handler and record how it ended."""
+        timer.where = DETACHED
+        timer.state = RUNNING
+        attempt = timer.attempts + 1
+        timer.attempts = attempt
+        if timer.first_attempt_at is None:
+            timer.first_attempt_at = now
+        timer.updated_at = now
+        due = timer.due
+        self._stats.count_firing(now - due)
+        payload = timer.payload
+        if payload is UNDECODED:
+            payload = timer.decode_payload()
+        key = timer.key
+        firing: Firing = _new_tuple(  # NamedTuple's own __new__ is a Python function: skip it
+            Firing, (key, timer.version, timer.handler, payload, due, attempt, now)
+        )
+        try:
+            spec.fn(firing)
+        except Exception as exc:
+            self._outcomes.complete(timer, exc)
+            return
+        self._stats.succeeded += 1
+        if self._timers.get(key) is timer:  # not replaced while it ran
+            timer.state = SUCCEEDED
+            self._finished[key] = timer
+        if self._events.active:  # the handler subscribed: the runner stops after this one
+            self._events.succeeded(timer, now, None)
