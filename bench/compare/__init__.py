@@ -40,6 +40,7 @@ FIGURES: dict[str, tuple[str, str]] = {
     "firing": ("5", "firing"),
     "recovery": ("6", "recovery"),
     "scaling": ("7", "scaling"),
+    "nodes": ("8", "nodes"),
 }
 
 

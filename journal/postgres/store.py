@@ -237,11 +237,20 @@ class PostgresStore(Requests):
 
     # -- upkeep and reading ---------------------------------------------------------------------
 
-    async def prune(self, retention: float, limit: int = pruning.DEFAULT_LIMIT) -> int:
-        """Delete finished rows of the held partitions older than ``retention`` seconds."""
+    async def prune(
+        self,
+        retention: float,
+        limit: int = pruning.DEFAULT_LIMIT,
+        *,
+        max_retained: int | None = None,
+    ) -> int:
+        """Delete finished rows of the held partitions older than ``retention`` seconds, and
+        (``max_retained`` not None) beyond the journal's newest ``max_retained`` finished rows."""
         held = [(p, self.leases.owned[p].epoch) for p in self.held()]
         async with self._connection("pruning") as conn:
-            return await pruning.prune(conn, self.node, held, retention=retention, limit=limit)
+            return await pruning.prune(
+                conn, self.node, held, retention=retention, max_retained=max_retained, limit=limit
+            )
 
     async def lookup(self, key: str) -> StoredTimer | None:
         """The database's row for ``key`` (whichever node owns it), or None."""
