@@ -113,7 +113,7 @@ class Engine:
         self._table = TimerTable(
             self._handlers, tick=self.tick, retention=self.retention, max_retained=max_retained
         )
-        self._node = node_for(path, node, lease, horizon, self.retention)  # None unless a URL
+        self._node = node_for(path, node, lease, horizon, (self.retention, max_retained))
         # On PostgreSQL the database decides on_conflict="error", not this node's memory.
         live = self._table.timers if self._node is None else {}
         self._check = RequestChecker(self._handlers, live, max_payload_bytes)

@@ -192,3 +192,16 @@ async def test_an_unreachable_database_fails_start_with_one_clear_error() -> Non
     assert "secret" not in str(caught.value)
     with pytest.raises(EngineError, match="not started"):
         await e.schedule("h", delay=1)
+
+
+async def test_max_retained_bounds_the_finished_rows_in_the_database(pg_url: str) -> None:
+    """The engine's ``max_retained`` reaches the owner's pruner: the database keeps only the
+    newest finished rows (on SQLite compaction does the same to the journal)."""
+    e = engine(pg_url, "a", max_retained=5)
+    e.register("h", lambda firing: None)
+    async with e:
+        await e.schedule_many([{"handler": "h", "delay": 0, "key": f"k{n}"} for n in range(20)])
+        finished = "SELECT count(*) FROM wheel_timers WHERE state = 2"
+        await until(lambda: sql(pg_url, finished) == [(20,)])
+        await e.compact()  # the refill loop prunes too, every quarter horizon
+        assert sql(pg_url, finished) == [(5,)]

@@ -2,7 +2,8 @@
 
 - :class:`Refiller` reads on through the database every quarter of the horizon (the loaded
   range stays at least three quarters of a horizon ahead of now), and prunes finished rows
-  past the retention window in the partitions this node holds.
+  past the retention window, or beyond the journal's newest ``max_retained`` finished rows, in
+  the partitions this node holds.
 - :class:`FeedReader` applies the rows changed in the held partitions by any node (schedules,
   replaces, cancels, cancel requests of running handlers, other nodes' claims), woken early by
   ``LISTEN/NOTIFY`` and polling every :data:`FEED_POLL` seconds without it. A NOTIFY that
@@ -36,10 +37,13 @@ REFILLS_PER_HORIZON: Final = 4
 class Refiller:
     """The horizon refill and pruning loop (see the module docstring)."""
 
-    def __init__(self, store: PostgresStore, adopter: Adopter, retention: float) -> None:
+    def __init__(
+        self, store: PostgresStore, adopter: Adopter, retention: float, max_retained: int
+    ) -> None:
         self._store = store
         self._adopter = adopter
         self._retention = retention
+        self._max_retained = max_retained
 
     @property
     def every(self) -> float:
@@ -49,7 +53,7 @@ class Refiller:
         """Read on to the horizon and prune once; logged if the database is unreachable."""
         try:
             self._adopter.rows(await self._store.refill())
-            await self._store.prune(self._retention)
+            await self._store.prune(self._retention, max_retained=self._max_retained)
         except JournalError as exc:
             logger.warning("refill of node %s failed: %s", self._store.node, exc)
 

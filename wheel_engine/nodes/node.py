@@ -51,12 +51,14 @@ class Node:
         lease: float | None,
         horizon: float | None,
         retention: float,
+        max_retained: int,
     ) -> None:
         self.url = url
         self.name = default_node() if name is None else name
         self.lease = DEFAULT_LEASE if lease is None else float(lease)
         self.horizon = DEFAULT_HORIZON if horizon is None else float(horizon)
         self.retention = retention
+        self.max_retained = max_retained
         self.store: PostgresStore | None = None
         self._sink: NodeSink | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -82,7 +84,7 @@ class Node:
             sink = NodeSink(store, adopter, table, trigger)
             self._keeper = LeaseKeeper(store, adopter, self._running_in)
             self._feed = FeedReader(store, adopter, self._keeper.wake)
-            self._refiller = Refiller(store, adopter, self.retention)
+            self._refiller = Refiller(store, adopter, self.retention, self.max_retained)
             await store.start_feed()  # before the first load: nothing falls between the two
             await self._keeper.round()
             adopter.rows(await store.refill())

@@ -59,12 +59,24 @@ def check_node_options(
 
 
 def node_for(
-    path: object, node: str | None, lease: float | None, horizon: float | None, retention: float
+    path: object,
+    node: str | None,
+    lease: float | None,
+    horizon: float | None,
+    retained: tuple[float, int],
 ) -> Node | None:
     """The engine's :class:`~wheel_engine.nodes.node.Node` for a PostgreSQL URL, else None
-    (psycopg is imported only then)."""
+    (psycopg is imported only then). ``retained``: the engine's ``(retention, max_retained)``."""
     if not isinstance(path, str) or not is_postgres_url(path):
         return None
     from wheel_engine.nodes.node import Node
 
-    return Node(path, name=node, lease=lease, horizon=horizon, retention=retention)
+    retention, max_retained = retained
+    return Node(
+        path,
+        name=node,
+        lease=lease,
+        horizon=horizon,
+        retention=retention,
+        max_retained=max_retained,
+    )

@@ -144,8 +144,9 @@ class NodeSink:
         await self.store.close()
 
     async def compact(self, *, retention: float, now: float, max_retained: int) -> int:
-        """Prune the finished rows of the held partitions older than ``retention``."""
-        return await self.store.prune(retention)
+        """Prune the finished rows of the held partitions older than ``retention`` or beyond
+        the journal's newest ``max_retained``."""
+        return await self.store.prune(retention, max_retained=max_retained)
 
     # ------------------------------------------------------------------ attempts
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
