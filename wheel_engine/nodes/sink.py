@@ -12,8 +12,11 @@ at once):
   database's clock goes back into the wheel for the time the database says is left; one the
   node may not fire now (its lease is near its end) tries again a moment later; the rest
   were lost (replaced, cancelled, claimed elsewhere, partition moved) and leave the table;
-- ``Ack``, ``Cancel``, ``Retry`` and ``Dead`` of a claimed attempt are one
-  :meth:`~journal.postgres.PostgresStore.finish`, fenced by key, version, state and epoch; a
+- ``Ack``, ``Cancel``, ``Retry`` and ``Dead`` of claimed attempts are written together: the
+  outcomes submitted while one :meth:`~journal.postgres.PostgresStore.finish` is in flight (or
+  in the same loop iteration) wait in an outbox and become the next single statement, so a
+  burst costs one round trip per batch, not one per ack. Each is fenced by key, version,
+  state and epoch; a
   refused one (another node owns the outcome now) takes the timer out of the table. A
   ``Dead`` with no claim (its last attempt was interrupted, on this node or a dead one) is
   :meth:`~journal.postgres.PostgresStore.give_up`.
@@ -107,6 +110,10 @@ class NodeSink:
         self._trigger = trigger
         self._tasks: set[asyncio.Future[Any]] = set()
         self._closed = False
+        #: Outcome records waiting for the next finish statement, and that statement's future.
+        self._outbox: list[Record] = []
+        self._outbox_written: asyncio.Future[None] | None = None
+        self._writing = False  # a task is writing the outbox (one statement in flight)
 
     # ------------------------------------------------------------------ RecordSink
     @property
@@ -128,7 +135,7 @@ class NodeSink:
         first = records[0] if records else None
         if isinstance(first, Attempt):
             return self._spawn(self._attempt(records))
-        return self._spawn(self._finish(records))
+        return self._queue_outcomes(records)
 
     def busy(self) -> bool:
         return bool(self._tasks)
@@ -190,6 +197,38 @@ class NodeSink:
         self._trigger.arm()
 
     # ------------------------------------------------------------------ outcomes
+    def _queue_outcomes(self, records: list[Record]) -> asyncio.Future[None]:
+        """Add ``records`` to the outbox; the future is done once their statement is."""
+        self._outbox.extend(records)
+        written = self._outbox_written
+        if written is None:
+            written = self._outbox_written = asyncio.get_running_loop().create_future()
+            if not self._writing:
+                self._writing = True
+                self._spawn(self._write_outbox())
+        return written
+
+    async def _write_outbox(self) -> None:
+        """Write the outbox, one statement at a time, until it stays empty."""
+        try:
+            while self._outbox_written is not None:
+                records, written = self._outbox, self._outbox_written
+                self._outbox, self._outbox_written = [], None
+                try:
+                    await self._finish(records)
+                except Exception as exc:  # the callers log it (Commits.write)
+                    written.set_exception(exc)
+                except BaseException:
+                    written.cancel()
+                    raise
+                else:
+                    written.set_result(None)
+        finally:
+            self._writing = False
+            if self._outbox_written is not None:  # cancelled with more waiting
+                self._outbox_written.cancel()
+                self._outbox, self._outbox_written = [], None
+
     async def _finish(self, records: list[Record]) -> None:
         outcomes: list[Outcome] = []
         orphans: list[tuple[str, int, str]] = []
