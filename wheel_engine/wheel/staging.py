@@ -46,7 +46,7 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 from .entry import DETACHED, WheelEntry, by_tick_seq
-from .level import Level, spread
+from .level import UNKNOWN, Level, spread
 from .slots import SLOT_BITS, SLOT_MASK, lowest_slot, slot_start
 
 T = TypeVar("T")
@@ -176,7 +176,9 @@ class Staging(Generic[T]):
             cut = len(bucket) - max(limit, 0)
             entries = bucket[cut:]
             del bucket[cut:]
-        spread(entries, self.staging_levels[number], self.staged_key[number] << level.shift)
+        key = self.staged_key[number]
+        level.mins[key & SLOT_MASK] = UNKNOWN  # the slot's earliest may be among those moved
+        spread(entries, self.staging_levels[number], key << level.shift)
         moved = len(entries)  # >= 1: the live slot's bit stays set (it has staged entries)
         self.staged_count[number] += moved
         self.moves += moved
@@ -197,6 +199,7 @@ class Staging(Generic[T]):
         row = self.staging_levels[number]
         bucket = level.slots[slot]
         start = self.staged_key[number] << level.shift
+        level.mins[slot] = UNKNOWN  # the live slot ends empty either way
         if end <= target:
             self.staged_count[number] = 0
             self.staged_key[number] = -1
@@ -232,6 +235,20 @@ class Staging(Generic[T]):
             live.staging_for = number
         return start
 
+    def earliest(self, elapsed: int) -> int | None:
+        """The exact earliest tick in the live levels (with their staged slots), the cursor at
+        ``elapsed``; None if they are empty. The first occupied slot of the lowest occupied
+        level holds it (the wheel's layout invariant)."""
+        for level in self.live:
+            occupied = level.occupied
+            if occupied:
+                # lowest_slot(occupied), inlined: the engine asks after every advance.
+                slot = (occupied & -occupied).bit_length() - 1
+                if level.shift == 0:
+                    return (elapsed & ~SLOT_MASK) | slot  # one tick per slot
+                return self.slot_min(level.shift // SLOT_BITS, level, slot)
+        return None
+
     def slot_min(self, number: int, level: Level[T], slot: int) -> int:
         """The earliest tick of live ``slot`` of level ``number > 0``, with its staged part."""
         best = level.min_tick(slot) if level.slots[slot] else None
@@ -243,7 +260,7 @@ class Staging(Generic[T]):
                     index = lowest_slot(occupied)
                     # staging level 0: one tick per slot, the staged slot's start + index
                     start = key << level.shift
-                    tick = start | index if not lower.shift else lower.min_tick(index)
+                    tick = start | index if not lower.shift else lower.scan_min(index)
                     if best is None or tick < best:
                         best = tick
                     break
