@@ -27,7 +27,7 @@ def check_invariants(wheel: TimingWheel[Any]) -> None:
     functions give relative to the cursor (live levels) or to its staged slot's start (staging
     levels); occupancy bits match the slots; the staged slot of a level is the one right after
     the cursor's own; the overflow heap is beyond the top level; the counts add up; a slot's
-    kept earliest tick (``Level.mins``) is exact, and only live levels ``>= 1`` keep one.
+    kept earliest tick (``Level.mins``) is exact, and level 0 keeps none.
     """
     elapsed = wheel._elapsed
     staging = wheel._staging
@@ -69,7 +69,7 @@ def _check_staged_slot(wheel: TimingWheel[Any], owner: int) -> int:
     staged = 0
     for number, lower in enumerate(staging.staging_levels[owner]):
         assert lower.staging_for == owner and lower.shift == number * SLOT_BITS, owner
-        _check_mins(lower, keeps=False)
+        _check_mins(lower, keeps=number > 0)
         for slot, bucket in enumerate(lower.slots):
             assert bool(bucket) == bool(lower.occupied >> slot & 1), (owner, slot)
             for entry in bucket:

@@ -40,9 +40,8 @@ class Level(Generic[T]):
     mins[s]``); removing the entry at the minimum, or taking entries out in bulk, forgets it
     (back to UNKNOWN, rescanned at the next ask: one scan per removal of a slot's minimum).
     Guaranteed: a known value is exactly the slot's earliest tick (so an empty slot is
-    UNKNOWN). Level 0 never knows one (a level-0 slot is one tick, nothing asks), nor does a
-    level while it is a staging level (its slots fill by :func:`spread`, which does not keep
-    mins; nothing there is cached, :meth:`scan_min`), so a swap of roles keeps the guarantee.
+    UNKNOWN). Staging levels keep theirs the same way (:func:`spread` keeps it too), so a swap
+    of roles keeps the guarantee. Level 0 never knows one (a level-0 slot is one tick).
     """
 
     __slots__ = ("ident", "mins", "occupied", "shift", "slots", "staging_for")
@@ -82,8 +81,7 @@ def spread(entries: Iterable[WheelEntry[T]], levels: Sequence[Level[T]], origin:
     the cursor ``origin``: the cascade of a slot (``levels`` the live levels, ``origin`` the
     slot's start) and the staging of one (``levels`` its staging levels).
 
-    It does not keep ``mins`` (this is the hottest loop of a cascade): the target slots must
-    have UNKNOWN there, true of a cascade's (empty) and of staging levels'.
+    It keeps each target slot's known earliest tick exact (``Level.mins``).
 
     Every entry must be at or after ``origin`` and below ``len(levels)`` levels from it (true
     of the entries of one slot of level ``len(levels)``). This is the hottest loop of a cascade,
@@ -99,6 +97,8 @@ def spread(entries: Iterable[WheelEntry[T]], levels: Sequence[Level[T]], origin:
         entry.pos = len(bucket)
         bucket.append(entry)
         lower.occupied |= 1 << index
+        if tick < lower.mins[index]:
+            lower.mins[index] = tick
 
 
 def unlink(bucket: list[WheelEntry[T]], entry: WheelEntry[T]) -> None:

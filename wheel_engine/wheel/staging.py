@@ -102,6 +102,8 @@ class Staging(Generic[T]):
         entry.pos = len(bucket)
         bucket.append(entry)
         lower.occupied |= 1 << index
+        if tick < lower.mins[index]:
+            lower.mins[index] = tick
         self.staged_count[number] += 1
         # The live slot counts as occupied while it has staged entries.
         self.live[number].occupied |= 1 << (key & SLOT_MASK)
@@ -209,6 +211,7 @@ class Staging(Generic[T]):
             for lower in row:
                 occupied = lower.occupied
                 slots = lower.slots
+                lower.mins = [UNKNOWN] * len(slots)  # every slot ends empty
                 while occupied:
                     index = (occupied & -occupied).bit_length() - 1  # lowest_slot, inlined
                     occupied &= occupied - 1  # clear the lowest set bit
@@ -260,7 +263,7 @@ class Staging(Generic[T]):
                     index = lowest_slot(occupied)
                     # staging level 0: one tick per slot, the staged slot's start + index
                     start = key << level.shift
-                    tick = start | index if not lower.shift else lower.scan_min(index)
+                    tick = start | index if not lower.shift else lower.min_tick(index)
                     if best is None or tick < best:
                         best = tick
                     break
