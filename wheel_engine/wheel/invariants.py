@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .entry import DUE, WheelEntry
+from .level import UNKNOWN, Level
 from .slots import SLOT_BITS, SLOT_MASK, level_for, slot_for
 from .wheel import TimingWheel
 
@@ -25,7 +26,8 @@ def check_invariants(wheel: TimingWheel[Any]) -> None:
     Checked: every entry is where its ``where`` and ``slot`` say, at the place the slot
     functions give relative to the cursor (live levels) or to its staged slot's start (staging
     levels); occupancy bits match the slots; the staged slot of a level is the one right after
-    the cursor's own; the overflow heap is beyond the top level; the counts add up.
+    the cursor's own; the overflow heap is beyond the top level; the counts add up; a slot's
+    kept earliest tick (``Level.mins``) is exact, and level 0 keeps none.
     """
     elapsed = wheel._elapsed
     staging = wheel._staging
@@ -37,6 +39,7 @@ def check_invariants(wheel: TimingWheel[Any]) -> None:
         assert level.staging_for == 0 and level.shift == number * SLOT_BITS, number
         staged = staging.staged_count[number]
         staged_slot = staging.staged_key[number] & SLOT_MASK if staged else -1
+        _check_mins(level, keeps=number > 0)
         for slot, bucket in enumerate(level.slots):
             occupied = bool(bucket) or slot == staged_slot
             assert occupied == bool(level.occupied >> slot & 1), (number, slot)
@@ -66,6 +69,7 @@ def _check_staged_slot(wheel: TimingWheel[Any], owner: int) -> int:
     staged = 0
     for number, lower in enumerate(staging.staging_levels[owner]):
         assert lower.staging_for == owner and lower.shift == number * SLOT_BITS, owner
+        _check_mins(lower, keeps=number > 0)
         for slot, bucket in enumerate(lower.slots):
             assert bool(bucket) == bool(lower.occupied >> slot & 1), (owner, slot)
             for entry in bucket:
@@ -82,3 +86,11 @@ def _check_staged_slot(wheel: TimingWheel[Any], owner: int) -> int:
         assert key == (elapsed >> shift) + 1, (owner, key, elapsed)
         assert key >> SLOT_BITS == elapsed >> (shift + SLOT_BITS), (owner, key, elapsed)
     return staged
+
+
+def _check_mins(level: Level[Any], keeps: bool) -> None:
+    """Each slot's kept earliest tick is UNKNOWN or exact; all UNKNOWN unless ``keeps``."""
+    for slot, best in enumerate(level.mins):
+        if best != UNKNOWN:
+            assert keeps, (level.ident, slot, best)
+            assert best == min(entry.tick for entry in level.slots[slot]), (level.ident, slot)

@@ -10,6 +10,10 @@ from .slots import SLOT_BITS, SLOT_MASK, SLOTS
 
 T = TypeVar("T")
 
+#: A slot's entry in ``Level.mins`` when its earliest tick is not known (below every real tick,
+#: so the insert's ``tick < mins[slot]`` leaves it alone; fits a native 63-bit int).
+UNKNOWN = -(1 << 62)
+
 
 class Level(Generic[T]):
     """Slots of one level, each a ``list`` of entries in no particular order.
@@ -28,9 +32,19 @@ class Level(Generic[T]):
     ``staging_for`` is 0 while this object is a live level of the wheel, or ``L`` while it is one
     of the staging levels of level ``L``'s staged slot (see :mod:`.staging`); a staging level
     and the live level it will replace have the same ``shift``, so the two can swap roles.
+
+    ``mins[s]`` is slot ``s``'s earliest tick, or :data:`UNKNOWN`. The engine asks for the
+    earliest tick after nearly every advance, and when the lowest occupied level is a high one
+    its first slot can hold a large share of all timers: a scan each time cost O(slot size) per
+    round. So the scan's result is kept (:meth:`min_tick`) and kept exact by inserts (``tick <
+    mins[s]``); removing the entry at the minimum, or taking entries out in bulk, forgets it
+    (back to UNKNOWN, rescanned at the next ask: one scan per removal of a slot's minimum).
+    Guaranteed: a known value is exactly the slot's earliest tick (so an empty slot is
+    UNKNOWN). Staging levels keep theirs the same way (:func:`spread` keeps it too), so a swap
+    of roles keeps the guarantee. Level 0 never knows one (a level-0 slot is one tick).
     """
 
-    __slots__ = ("ident", "occupied", "shift", "slots", "staging_for")
+    __slots__ = ("ident", "mins", "occupied", "shift", "slots", "staging_for")
 
     def __init__(self, number: int, ident: int | None = None, staging_for: int = 0) -> None:
         self.shift = number * SLOT_BITS
@@ -38,16 +52,27 @@ class Level(Generic[T]):
         self.staging_for = staging_for
         self.slots: list[list[WheelEntry[T]]] = [[] for _ in range(SLOTS)]
         self.occupied = 0
+        self.mins = [UNKNOWN] * SLOTS
 
     def take(self, slot: int) -> list[WheelEntry[T]]:
         """Empty ``slot`` and return its entries (still marked as in this level)."""
         entries = self.slots[slot]
         self.slots[slot] = []
         self.occupied &= ~(1 << slot)
+        self.mins[slot] = UNKNOWN
         return entries
 
     def min_tick(self, slot: int) -> int:
-        """The earliest tick in ``slot`` (a scan of that one slot's entries)."""
+        """The earliest tick in non-empty ``slot`` of a live level ``>= 1``: kept from the last
+        call unless it was forgotten since (then one scan of the slot)."""
+        best = self.mins[slot]
+        if best == UNKNOWN:
+            best = self.scan_min(slot)
+            self.mins[slot] = best
+        return best
+
+    def scan_min(self, slot: int) -> int:
+        """The earliest tick in non-empty ``slot``, by a scan (nothing kept)."""
         return min(entry.tick for entry in self.slots[slot])
 
 
@@ -55,6 +80,8 @@ def spread(entries: Iterable[WheelEntry[T]], levels: Sequence[Level[T]], origin:
     """File each entry into ``levels`` (indexed by level number) where it belongs relative to
     the cursor ``origin``: the cascade of a slot (``levels`` the live levels, ``origin`` the
     slot's start) and the staging of one (``levels`` its staging levels).
+
+    It keeps each target slot's known earliest tick exact (``Level.mins``).
 
     Every entry must be at or after ``origin`` and below ``len(levels)`` levels from it (true
     of the entries of one slot of level ``len(levels)``). This is the hottest loop of a cascade,
@@ -70,6 +97,8 @@ def spread(entries: Iterable[WheelEntry[T]], levels: Sequence[Level[T]], origin:
         entry.pos = len(bucket)
         bucket.append(entry)
         lower.occupied |= 1 << index
+        if tick < lower.mins[index]:
+            lower.mins[index] = tick
 
 
 def unlink(bucket: list[WheelEntry[T]], entry: WheelEntry[T]) -> None:

@@ -46,7 +46,7 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 from .entry import DETACHED, WheelEntry, by_tick_seq
-from .level import Level, spread
+from .level import UNKNOWN, Level, spread
 from .slots import SLOT_BITS, SLOT_MASK, lowest_slot, slot_start
 
 T = TypeVar("T")
@@ -102,6 +102,8 @@ class Staging(Generic[T]):
         entry.pos = len(bucket)
         bucket.append(entry)
         lower.occupied |= 1 << index
+        if tick < lower.mins[index]:
+            lower.mins[index] = tick
         self.staged_count[number] += 1
         # The live slot counts as occupied while it has staged entries.
         self.live[number].occupied |= 1 << (key & SLOT_MASK)
@@ -176,7 +178,9 @@ class Staging(Generic[T]):
             cut = len(bucket) - max(limit, 0)
             entries = bucket[cut:]
             del bucket[cut:]
-        spread(entries, self.staging_levels[number], self.staged_key[number] << level.shift)
+        key = self.staged_key[number]
+        level.mins[key & SLOT_MASK] = UNKNOWN  # the slot's earliest may be among those moved
+        spread(entries, self.staging_levels[number], key << level.shift)
         moved = len(entries)  # >= 1: the live slot's bit stays set (it has staged entries)
         self.staged_count[number] += moved
         self.moves += moved
@@ -197,6 +201,7 @@ class Staging(Generic[T]):
         row = self.staging_levels[number]
         bucket = level.slots[slot]
         start = self.staged_key[number] << level.shift
+        level.mins[slot] = UNKNOWN  # the live slot ends empty either way
         if end <= target:
             self.staged_count[number] = 0
             self.staged_key[number] = -1
@@ -206,6 +211,7 @@ class Staging(Generic[T]):
             for lower in row:
                 occupied = lower.occupied
                 slots = lower.slots
+                lower.mins = [UNKNOWN] * len(slots)  # every slot ends empty
                 while occupied:
                     index = (occupied & -occupied).bit_length() - 1  # lowest_slot, inlined
                     occupied &= occupied - 1  # clear the lowest set bit
@@ -231,6 +237,20 @@ class Staging(Generic[T]):
             staged.staging_for = 0
             live.staging_for = number
         return start
+
+    def earliest(self, elapsed: int) -> int | None:
+        """The exact earliest tick in the live levels (with their staged slots), the cursor at
+        ``elapsed``; None if they are empty. The first occupied slot of the lowest occupied
+        level holds it (the wheel's layout invariant)."""
+        for level in self.live:
+            occupied = level.occupied
+            if occupied:
+                # lowest_slot(occupied), inlined: the engine asks after every advance.
+                slot = (occupied & -occupied).bit_length() - 1
+                if level.shift == 0:
+                    return (elapsed & ~SLOT_MASK) | slot  # one tick per slot
+                return self.slot_min(level.shift // SLOT_BITS, level, slot)
+        return None
 
     def slot_min(self, number: int, level: Level[T], slot: int) -> int:
         """The earliest tick of live ``slot`` of level ``number > 0``, with its staged part."""

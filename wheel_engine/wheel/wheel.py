@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 from .entry import DETACHED, DUE, OVERFLOW, ItemEntry, WheelEntry, by_seq, by_tick_seq
-from .level import Level, spread, unlink
+from .level import UNKNOWN, Level, spread, unlink
 from .overflow import OverflowHeap
 from .slots import SLOT_BITS, SLOT_MASK
 from .staging import Staging
@@ -193,6 +193,8 @@ class TimingWheel(Generic[T]):
         bucket.append(entry)
         level.occupied |= 1 << slot
         self._pending |= 1 << number
+        if tick < level.mins[slot]:  # a known earliest stays exact (UNKNOWN stays so)
+            level.mins[slot] = tick
 
     def remove(self, entry: WheelEntry[T]) -> bool:
         """Take ``entry`` out. O(1). False if it was already removed or handed out.
@@ -206,6 +208,8 @@ class TimingWheel(Generic[T]):
             bucket = level.slots[slot]
             unlink(bucket, entry)
             entry.where = DETACHED
+            if entry.tick == level.mins[slot]:
+                level.mins[slot] = UNKNOWN  # forget the slot's earliest; rescanned if asked
             number = level.staging_for
             if number:  # a staging level of level ``number``
                 self._pending |= self._staging.removed(number, level, slot)
@@ -382,17 +386,8 @@ class TimingWheel(Generic[T]):
         if self._due:
             result = min(entry.tick for entry in self._due)
         else:
-            for level in self._levels:
-                occupied = level.occupied
-                if occupied:
-                    # lowest_slot(occupied), inlined: the engine asks after every advance.
-                    slot = (occupied & -occupied).bit_length() - 1
-                    if level.shift == 0:
-                        result = (self._elapsed & ~SLOT_MASK) | slot  # one tick per slot
-                    else:
-                        result = self._staging.slot_min(level.shift // SLOT_BITS, level, slot)
-                    break
-            else:
+            result = self._staging.earliest(self._elapsed)
+            if result is None:
                 result = self._overflow.min_tick()
         self._next = result
         self._next_valid = True
