@@ -35,13 +35,6 @@ def _noop(*_: Any) -> None:
     pass
 
 
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
-
-
 class _Engines:
     """Started in-memory engines, closed at the end of the test."""
 

@@ -42,13 +42,6 @@ async def _async_noop(*_: Any) -> None:
     pass
 
 
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
-
-
 class _Rounds:
     """Per round: an engine started on a virtual clock with ``N`` timers scheduled, closed after."""
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +67,6 @@ def test_codec_raw_msgpack_packb(benchmark: Any) -> None:
 
 
 # -- commit batching --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
 
 
 @pytest.mark.parametrize("durability", ["full", "normal"])

@@ -22,7 +22,6 @@ import gc
 import itertools
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,16 +36,6 @@ ROUNDS = 5
 H = "bench"
 
 _files = itertools.count()
-
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    """A fresh event loop per benchmark (each engine is started on it)."""
-    new = asyncio.new_event_loop()
-    try:
-        yield new
-    finally:
-        new.close()
 
 
 def _requests(start: int, stop: int, base: float) -> list[dict[str, Any]]:
