@@ -313,7 +313,7 @@ class Engine:
         now = self.clock.time()
         request = self._check.request(handler, at, delay, payload, key, on_conflict, now)
         if self.path is None:  # in memory: no commit to wait for, so no coroutine to pay for
-            return self._scheduler.apply(request)[0].info()
+            return self._scheduler.schedule_one(request)[0]
         storage = self._storage
         fresh = storage.submit_fresh(request, now)  # the common case, SQLite: no coroutine made
         if fresh is None:  # the key names a timer, or the store decides (PostgreSQL)

@@ -110,15 +110,13 @@ class LocalStorage:
     """:class:`Storage` over the SQLite journal (or none: in memory) through the engine's own
     scheduler and commit path: memory first, then committed, undone on failure."""
 
-    __slots__ = ("_apply", "_check", "_commits", "_make_durable", "_scheduler", "_table")
+    __slots__ = ("_check", "_commits", "_scheduler", "_table")
 
     def __init__(
         self, scheduler: Scheduler, commits: Commits, table: TimerTable, check: RequestChecker
     ) -> None:
         self._scheduler = scheduler
         self._check = check
-        self._apply = scheduler.apply
-        self._make_durable = scheduler.make_durable
         self._commits = commits
         self._table = table
 
