@@ -314,16 +314,16 @@ class Engine:
         request = self._check.request(handler, at, delay, payload, key, on_conflict, now)
         if self.path is None:  # in memory: no commit to wait for, so no coroutine to pay for
             return self._scheduler.schedule_one(request)[0]
-        storage = self._storage
-        fresh = storage.submit_fresh(request, now)  # the common case, SQLite: no coroutine made
+        fresh = self._storage.submit_fresh(request, now)  # the common case, SQLite: no coroutine
         if fresh is None:  # the key names a timer, or the store decides (PostgreSQL)
-            return await storage.schedule(request)
+            return await self._storage.schedule(request)
         del request  # not kept alive while we wait: see Scheduler.submit_fresh
         try:
             await fresh[1]  # the commit
-        finally:
-            info = storage.settle_fresh(fresh)  # undone before we raise, if it failed
-        return info  # as scheduled, even if it has fired meanwhile
+        except BaseException:
+            self._storage.settle_fresh(fresh, False)  # undone before we raise, if it failed
+            raise
+        return self._storage.settle_fresh(fresh, True)  # as scheduled, even if it fired since
 
     async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
         """Schedule many timers in one commit. Each request takes :meth:`schedule`'s keywords.

@@ -171,29 +171,41 @@ class Scheduler:
         self._commits.committing[key] = future
         return timer, future, due
 
-    def settle_fresh(self, fresh: Fresh) -> TimerInfo:
-        """After the await of :meth:`submit_fresh`'s future: a failed commit is undone (before
-        the caller sees the error, which the await raises), a successful one is emitted. A
-        cancelled await (the future is cancelled with it) undoes nothing, as
+    def settle_fresh(self, fresh: Fresh, committed: bool) -> TimerInfo:
+        """After the await of :meth:`submit_fresh`'s future, ``committed`` if the await returned
+        (the commit is done), else from the caller's ``except`` with the await's error still to
+        raise: a failed commit is undone (before the caller sees the error), a successful one
+        is emitted. A cancelled await (the future is cancelled with it) undoes nothing, as
         :meth:`Commits.commit_rows <wheel_engine.commits.Commits.commit_rows>` says.
 
         Returns the timer as it was scheduled, though it may have fired meanwhile: the fields
         a firing changes are those of a new timer (due, kept in ``fresh``; PENDING, no attempt,
         no error), the others never change."""
         timer, future, due = fresh
-        if future.done() and not future.cancelled():
-            commits = self._commits
-            commits.untrack((timer.key,), future)
-            if future.exception() is not None:
-                self._undo_schedule(timer, None)
+        if committed:  # the common case asks the future nothing: its await returned
+            self._committed_fresh(timer, future)
+        elif future.done() and not future.cancelled():  # raised, yet the commit is over
+            if future.exception() is None:  # the commit made it: the caller was cancelled
+                self._committed_fresh(timer, future)
             else:
-                commits.maybe_compact()
-                if self._events.active:
-                    self._events.scheduled(timer, self._clock.time())
+                self._commits.untrack((timer.key,), future)
+                self._undo_schedule(timer, None)
         return _new_tuple(
             TimerInfo,
             (timer.key, timer.version, timer.handler, due, timer.payload, PENDING, 0, None),
         )
+
+    def _committed_fresh(self, timer: Timer, future: asyncio.Future[None]) -> None:
+        """A fresh schedule's commit is done: its key leads to it no more (unless a later
+        commit took it over: :meth:`Commits.untrack`, inline), and it is emitted."""
+        commits = self._commits
+        committing = commits.committing
+        key = timer.key
+        if committing.get(key) is future:
+            del committing[key]
+        commits.maybe_compact()
+        if self._events.active:
+            self._events.scheduled(timer, self._clock.time())
 
     def schedule_one(
         self, request: ScheduleRequest

@@ -22,7 +22,7 @@ ends, and fences outcomes by the claim's epoch. So the engine's parts talk to th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from wheel_engine.gcpause import BULK, gc_paused
@@ -52,8 +52,9 @@ class Storage(Protocol):
         :meth:`settle_fresh` (also when the await raised); see ``Scheduler.submit_fresh``."""
         ...
 
-    def settle_fresh(self, fresh: Fresh) -> TimerInfo:
-        """After the await of :meth:`submit_fresh`'s future: the timer as scheduled."""
+    def settle_fresh(self, fresh: Fresh, committed: bool) -> TimerInfo:
+        """After the await of :meth:`submit_fresh`'s future (``committed``: the await returned;
+        else the caller raises its error next): the timer as scheduled."""
         ...
 
     async def schedule(self, request: ScheduleRequest) -> TimerInfo: ...
@@ -110,12 +111,16 @@ class LocalStorage:
     """:class:`Storage` over the SQLite journal (or none: in memory) through the engine's own
     scheduler and commit path: memory first, then committed, undone on failure."""
 
-    __slots__ = ("_check", "_commits", "_scheduler", "_table")
+    __slots__ = ("_check", "_commits", "_scheduler", "_table", "settle_fresh", "submit_fresh")
 
     def __init__(
         self, scheduler: Scheduler, commits: Commits, table: TimerTable, check: RequestChecker
     ) -> None:
         self._scheduler = scheduler
+        # The scheduler's own (bound) methods: a wrapper's frame cost about 2,000 instructions
+        # on each of 20,000 concurrent schedule() calls, twice.
+        self.submit_fresh: Callable[[ScheduleRequest, float], Fresh | None] = scheduler.submit_fresh
+        self.settle_fresh: Callable[[Fresh, bool], TimerInfo] = scheduler.settle_fresh
         self._check = check
         self._commits = commits
         self._table = table
@@ -126,12 +131,6 @@ class LocalStorage:
             recovered = await self._commits.open(path, durability)
             self._scheduler.next_version = recovered.max_version + 1
             self._table.restore(recovered, clock.time(), path)
-
-    def submit_fresh(self, request: ScheduleRequest, now: float) -> Fresh | None:
-        return self._scheduler.submit_fresh(request, now)
-
-    def settle_fresh(self, fresh: Fresh) -> TimerInfo:
-        return self._scheduler.settle_fresh(fresh)
 
     async def schedule(self, request: ScheduleRequest) -> TimerInfo:
         info, commit = self._scheduler.schedule_one(request)  # commit: None in memory

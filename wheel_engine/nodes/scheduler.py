@@ -86,7 +86,7 @@ class NodeScheduler:
         """Never: the store assigns the version, so every schedule awaits it."""
         return None
 
-    def settle_fresh(self, fresh: Fresh) -> TimerInfo:
+    def settle_fresh(self, fresh: Fresh, committed: bool) -> TimerInfo:
         raise AssertionError("submit_fresh() never gives a PostgreSQL schedule to settle")
 
     async def schedule(self, request: ScheduleRequest) -> TimerInfo:
