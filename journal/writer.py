@@ -81,9 +81,13 @@ class GroupCommitWriter:
             raise JournalError(f"journal is closed: {self._path}")
         fut: asyncio.Future[None] = self._loop.create_future()
         self._rows.extend(rows)
-        self._waiters.append(fut)
-        if not self._wake.is_set():
+        waiters = self._waiters
+        # Only the first waiter of a batch wakes the task: the task clears its event only when
+        # it finds no waiter, so later ones find it set. (``Event.is_set`` is interpreted: it
+        # cost a Python call on each of 20,000 concurrent schedules.)
+        if not waiters:
             self._wake.set()
+        waiters.append(fut)
         return fut
 
     def run_job(self, job: Callable[[Any], Awaitable[T]]) -> asyncio.Future[T]:

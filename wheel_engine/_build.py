@@ -54,6 +54,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.handlers",
     "wheel_engine.retry",
     "journal.codec",
+    "journal.writer",
 )
 
 #: Set to ``1`` at build time to build pure Python even where a C compiler and mypy are there.
