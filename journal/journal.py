@@ -81,6 +81,10 @@ class Journal:
         #: Called after each commit with ``(batch_size, seconds)``: a metrics hook. Exceptions
         #: it raises are logged and ignored.
         self.on_commit: Callable[[int, float], None] | None = None
+        #: Called after each commit, before ``on_commit``: the owner's own hook (the engine
+        #: checks there whether to compact, once per batch rather than once per awaited call).
+        #: Kept apart from ``on_commit`` so that a metrics hook set there does not replace it.
+        self.after_commit: Callable[[], None] | None = None
         self._meta = meta
         self._lock = lock
         self._conn = conn
@@ -229,6 +233,9 @@ class Journal:
         return self._writer
 
     def _committed(self, batch: int, seconds: float) -> None:
+        owner = self.after_commit
+        if owner is not None:
+            owner()
         hook = self.on_commit
         if hook is not None:
             hook(batch, seconds)

@@ -14,7 +14,8 @@
   cannot be written, it alone is left out and logged. Leaving a record out costs what a lost
   ack costs: that timer may fire again after a restart. A failed outcome write is one WARNING
   line naming its first timer, never a payload.
-- Compaction starts on its own once history outweighs the live timers (:meth:`maybe_compact`).
+- Compaction starts on its own once history outweighs the live timers (:meth:`maybe_compact`,
+  checked after each of the journal's commits and after each awaited commit).
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ class Commits:
         except BaseException:
             await journal.close()
             raise
+        # Each commit checks for compaction once: schedule()'s common case (Scheduler.
+        # settle_fresh) does not, since that check, an interpreted call, cost about 3,800
+        # instructions on each of 20,000 concurrent calls that one batch commits.
+        journal.after_commit = self.maybe_compact
         self.journal = journal
         return recovered
 

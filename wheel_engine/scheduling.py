@@ -202,13 +202,12 @@ class Scheduler:
 
     def _committed_fresh(self, timer: Timer, future: asyncio.Future[None]) -> None:
         """A fresh schedule's commit is done: its key leads to it no more (unless a later
-        commit took it over: :meth:`Commits.untrack`, inline), and it is emitted."""
-        commits = self._commits
-        committing = commits.committing
+        commit took it over: :meth:`Commits.untrack`, inline), and it is emitted. Compaction
+        was checked by the journal's commit itself (``Commits.open``), once for the batch."""
+        committing = self._commits.committing
         key = timer.key
         if committing.get(key) is future:
             del committing[key]
-        commits.maybe_compact()
         if self._events.active:
             self._events.scheduled(timer, self._clock.time())
 
