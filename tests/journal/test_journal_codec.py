@@ -182,3 +182,20 @@ def test_seal_rows_seals_like_seal_record_from_the_first_seq() -> None:
     ]
     assert codec.seal_rows(first, rows) == expected
     assert codec.seal_rows(1, []) == []
+
+
+@pytest.mark.parametrize("first", [1, 120, 2**16 - 100, 2**32 - 100, 2**64 - 300])
+def test_seal_rows_seals_like_seal_record_across_every_width_of_the_seq(first: int) -> None:
+    """The seq's msgpack form widens at 128, 256, 2**16, 2**32 (seal_rows writes the uint 32
+    form itself, msgpack the others); each kind, each width, the same bytes as seal_record."""
+    records = [
+        Schedule("k", 1, "h", 5.0, b"p", 1.0),
+        Cancel("k", 1, 2.0),
+        Ack("k", 1, 2.0),
+    ]
+    rows = codec.encode_many(records * 70)
+    expected = [
+        (seq, kind, codec.seal_record(seq, kind, body))
+        for seq, (kind, body) in enumerate(rows, first)
+    ]
+    assert codec.seal_rows(first, rows) == expected
