@@ -156,28 +156,40 @@ def seal_record(seq: int, kind: int, body: bytes) -> bytes:
     return seal(b"".join((_SEALED_RECORD, body, _KIND_BYTE[kind], _packer.pack(seq), BIN4)))
 
 
-#: ``_KIND_TAIL[kind] | seq << 16``, as 8 big-endian bytes, is what follows a record's body
-#: when its seq takes msgpack's uint 32 form (most seqs): the kind, 0xce, the seq, BIN4.
-_KIND_TAIL: Final[dict[int, int]] = {
-    kind: int.from_bytes(byte + b"\xce\0\0\0\0" + BIN4, "big") for kind, byte in _KIND_BYTE.items()
-}
+def _kind_tails(marker: bytes, width: int) -> dict[int, int]:
+    """For each kind, the int that, or'ed with ``seq << 16`` and written big-endian, is what
+    follows a record's body when msgpack packs its seq after ``marker`` in ``width`` bytes:
+    the kind, the marker, the seq, BIN4."""
+    return {
+        kind: int.from_bytes(byte + marker + bytes(width) + BIN4, "big")
+        for kind, byte in _KIND_BYTE.items()
+    }
+
+
+_TAIL_UINT16: Final = _kind_tails(b"\xcd", 2)  # seqs 256..65535: a 6-byte tail
+_TAIL_UINT32: Final = _kind_tails(b"\xce", 4)  # seqs 65536..2**32-1: an 8-byte tail
 
 
 def seal_rows(first: int, rows: list[tuple[int, bytes]]) -> list[tuple[int, int, bytes]]:
     """``(seq, kind, seal_record(seq, kind, body))`` for each row, seqs from ``first`` on: the
-    writer's batch as it is inserted. One loop (compiled: no Python call per row); the same
-    bytes as :func:`seal_record`, which the tests check."""
+    writer's batch as it is inserted. One loop (compiled: no Python call per row for seqs from
+    256 to 2**32, whose msgpack form is written here); the same bytes as :func:`seal_record`,
+    which the tests check for every width of the seq."""
     pack = _packer.pack
     kind_byte = _KIND_BYTE
-    kind_tail = _KIND_TAIL
+    tail16 = _TAIL_UINT16
+    tail32 = _TAIL_UINT32
     crc32 = _crc32
     sealed_rows: list[tuple[int, int, bytes]] = []
     seq = first
     for kind, body in rows:
-        if 0x10000 <= seq < 0x100000000:  # msgpack's uint 32: the tail is one int's bytes
-            prefix = _SEALED_RECORD + body + (kind_tail[kind] | seq << 16).to_bytes(8, "big")
-        else:
-            prefix = b"".join((_SEALED_RECORD, body, kind_byte[kind], pack(seq), BIN4))
+        if 0x10000 <= seq < 0x100000000:
+            tail = (tail32[kind] | seq << 16).to_bytes(8, "big")
+        elif 0x100 <= seq < 0x10000:
+            tail = (tail16[kind] | seq << 16).to_bytes(6, "big")
+        else:  # a fixint or uint 8 (a journal's first 255 records), or a uint 64
+            tail = b"".join((kind_byte[kind], pack(seq), BIN4))
+        prefix = _SEALED_RECORD + body + tail
         # checksum.seal(prefix), inline: a Python call per row was a quarter of this loop.
         sealed_rows.append((seq, kind, prefix + crc32(prefix, SEAL).to_bytes(4, "little")))
         seq += 1

@@ -184,7 +184,7 @@ def test_seal_rows_seals_like_seal_record_from_the_first_seq() -> None:
     assert codec.seal_rows(1, []) == []
 
 
-@pytest.mark.parametrize("first", [1, 120, 2**16 - 100, 2**32 - 100, 2**64 - 300])
+@pytest.mark.parametrize("first", [1, 120, 250, 2**16 - 100, 2**32 - 100, 2**64 - 300])
 def test_seal_rows_seals_like_seal_record_across_every_width_of_the_seq(first: int) -> None:
     """The seq's msgpack form widens at 128, 256, 2**16, 2**32 (seal_rows writes the uint 32
     form itself, msgpack the others); each kind, each width, the same bytes as seal_record."""
