@@ -32,8 +32,9 @@ from wheel_engine.events import EventBus
 from wheel_engine.firing import Trigger
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
+from wheel_engine.plain_requests import plain_due
 from wheel_engine.stats import Counters
-from wheel_engine.timer import INTERRUPT_CANCEL, Timer
+from wheel_engine.timer import INTERRUPT_CANCEL, Timer, ticked
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
 from wheel_engine.validation import RequestChecker, ScheduleRequest
 from wheel_engine.workers import WorkerPool
@@ -242,16 +243,35 @@ class Scheduler:
     ) -> tuple[list[Timer], list[Row]] | None:
         """One pass over a batch of new keys: each request checked, its timer and (durable) its
         journal row built (nothing is put anywhere yet), or None for a batch the general path
-        takes. Raises as :meth:`RequestChecker.batch` would, before anything changes."""
+        takes. Raises as :meth:`RequestChecker.batch` would, before anything changes. The
+        batch's head of :func:`plain_due` requests skips the checker (a plain one is never bad);
+        from the first other request on, each goes through it."""
         durable = self._commits.journal is not None
-        timers = self._timers
         counter = self._key_counter
         prefix = self._key_prefix
         version = self.next_version
+        tick = self._table.tick
         made: list[Timer] = []
         rows: list[Row] = []
+        handlers = self._table.handlers
+        plain = 0
+        for request in requests:
+            due = plain_due(request, handlers, now)
+            if due < 0.0:
+                break
+            made_key = f"{prefix}-{next(counter)}"
+            name: str = request["handler"]
+            made.append(ticked(Timer(made_key, version, name, due, None), tick))
+            if durable:
+                rows.append(schedule_row(made_key, version, name, due, None, now))
+            version += 1
+            plain += 1
+        if plain == len(requests):
+            return made, rows
+        timers = self._timers
         given: set[str] = set()
-        for valid in check.each(requests, now):
+        rest = requests[plain:] if plain else requests
+        for valid in check.each(rest, now):
             key = valid.key
             if key is None:  # a fallback after this leaves a gap in the counter: harmless
                 key = f"{prefix}-{next(counter)}"
@@ -260,7 +280,7 @@ class Scheduler:
             else:
                 given.add(key)
             handler, due = valid.handler, valid.due
-            made.append(Timer(key, version, handler, due, valid.payload))
+            made.append(ticked(Timer(key, version, handler, due, valid.payload), tick))
             if durable:
                 rows.append(schedule_row(key, version, handler, due, valid.data, now))
             version += 1
@@ -275,10 +295,9 @@ class Scheduler:
             return [], None
         self.next_version = made[-1].version + 1
         timers = self._timers
-        insert = self._insert
         for timer in made:
             timers[timer.key] = timer
-            insert(timer)
+        self._table.wheel.insert_entries(made)  # their ticks are set: TimerTable.insert's
         self._arm()
         infos = [timer.info() for timer in made]  # as scheduled, before any firing
         if self._commits.journal is not None:

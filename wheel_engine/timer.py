@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 from wheel_engine.model import Firing, TimerInfo, TimerState
@@ -137,6 +138,13 @@ class Timer(WheelEntry["Timer"]):
                 self.last_error,
             ),
         )
+
+
+def ticked(timer: Timer, tick: float) -> Timer:
+    """``timer`` with its wheel tick set as ``TimerTable.insert`` sets it, for a bulk insert
+    (``TimingWheel.insert_entries``): its due rounded up to a tick, never before the due."""
+    timer.tick = math.ceil(timer.due / tick)
+    return timer
 
 
 def recovered_timer(
