@@ -19,33 +19,48 @@ checker takes those).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from wheel_engine.validation import MAX_TIME
 
 #: What :func:`plain_due` returns for a request it leaves to the checker (no due time is < 0).
 NOT_PLAIN: Final = -1.0
+#: :data:`~wheel_engine.validation.MAX_TIME` as an int (it is a whole second), so an ``int``
+#: time is compared exactly, as the checker compares it, and never converted while too large.
+MAX_WHOLE_TIME: Final = int(MAX_TIME)
 
 
-def plain_due(request: Any, handlers: Mapping[str, object], now: float) -> float:
+def plain_due(request: object, handlers: dict[str, Any], now: float) -> float:
     """The due time of ``request`` if it is a plain request (see the module docstring), else
     :data:`NOT_PLAIN`. Reads ``request``, changes nothing and never raises."""
-    if request.__class__ is not dict or len(request) != 2:
+    if type(request) is not dict:
         return NOT_PLAIN
-    handler = request.get("handler")
-    if not (handler.__class__ is str and handler and handler.isascii() and handler in handlers):
+    fields = cast("dict[str, object]", request)
+    if len(fields) != 2:
         return NOT_PLAIN
-    at: Any = request.get("at")
+    name = fields.get("handler")
+    if type(name) is not str:
+        return NOT_PLAIN
+    if not name or not name.isascii() or name not in handlers:  # else the checker's UTF-8 test
+        return NOT_PLAIN
+    at = fields.get("at")
     if at is not None:
-        kind = at.__class__
-        if (kind is float or kind is int) and 0 <= at <= MAX_TIME:
-            return float(at)
+        return seconds(at)
+    delay = seconds(fields.get("delay"))
+    if delay < 0.0:
         return NOT_PLAIN
-    delay: Any = request.get("delay")
-    kind = delay.__class__
-    if (kind is float or kind is int) and 0 <= delay <= MAX_TIME:
-        due = now + float(delay)
-        if due <= MAX_TIME:
-            return due
+    due = now + delay
+    return due if due <= MAX_TIME else NOT_PLAIN
+
+
+def seconds(value: object) -> float:
+    """``value`` as float seconds if it is a ``float`` or an ``int`` (not a subclass, not a
+    bool) in ``[0, MAX_TIME]``, else :data:`NOT_PLAIN` (NaN too)."""
+    kind = type(value)
+    if kind is float:
+        number = cast(float, value)
+        return number if 0.0 <= number <= MAX_TIME else NOT_PLAIN
+    if kind is int:
+        whole = cast(int, value)
+        return float(whole) if 0 <= whole <= MAX_WHOLE_TIME else NOT_PLAIN
     return NOT_PLAIN

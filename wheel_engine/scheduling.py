@@ -247,43 +247,39 @@ class Scheduler:
         batch's head of :func:`plain_due` requests skips the checker (a plain one is never bad);
         from the first other request on, each goes through it."""
         durable = self._commits.journal is not None
-        counter = self._key_counter
-        prefix = self._key_prefix
+        prefix, tick, handlers = self._key_prefix, self._table.tick, self._table.handlers
+        serial = next(self._key_counter)  # engine-made keys: "<prefix>-<serial>", counting up
         version = self.next_version
-        tick = self._table.tick
         made: list[Timer] = []
         rows: list[Row] = []
-        handlers = self._table.handlers
-        plain = 0
         for request in requests:
             due = plain_due(request, handlers, now)
             if due < 0.0:
                 break
-            made_key = f"{prefix}-{next(counter)}"
-            name: str = request["handler"]
-            made.append(ticked(Timer(made_key, version, name, due, None), tick))
+            key = f"{prefix}-{serial}"
+            handler: str = request["handler"]
+            made.append(ticked(Timer(key, version, handler, due, None), tick))
             if durable:
-                rows.append(schedule_row(made_key, version, name, due, None, now))
+                rows.append(schedule_row(key, version, handler, due, None, now))
+            serial += 1
             version += 1
-            plain += 1
-        if plain == len(requests):
-            return made, rows
-        timers = self._timers
-        given: set[str] = set()
-        rest = requests[plain:] if plain else requests
-        for valid in check.each(rest, now):
-            key = valid.key
-            if key is None:  # a fallback after this leaves a gap in the counter: harmless
-                key = f"{prefix}-{next(counter)}"
-            elif key in timers or key in given:
-                return None
-            else:
-                given.add(key)
-            handler, due = valid.handler, valid.due
-            made.append(ticked(Timer(key, version, handler, due, valid.payload), tick))
-            if durable:
-                rows.append(schedule_row(key, version, handler, due, valid.data, now))
-            version += 1
+        if len(made) < len(requests):
+            timers, given = self._timers, set[str]()
+            for valid in check.each(requests[len(made) :] if made else requests, now):
+                name = valid.key
+                if name is None:
+                    name = f"{prefix}-{serial}"
+                    serial += 1
+                elif name in timers or name in given:
+                    return None  # a gap in the key counter: harmless, keys stay unique
+                else:
+                    given.add(name)
+                handler, due = valid.handler, valid.due
+                made.append(ticked(Timer(name, version, handler, due, valid.payload), tick))
+                if durable:
+                    rows.append(schedule_row(name, version, handler, due, valid.data, now))
+                version += 1
+        self._key_counter = itertools.count(serial)  # past this batch's keys
         return made, rows
 
     def _apply_fresh(
