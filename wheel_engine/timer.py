@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any
+from typing import Any, Final
 
 from wheel_engine.model import Firing, TimerInfo, TimerState
 from wheel_engine.validation import decode_payload
@@ -12,7 +12,7 @@ from wheel_engine.wheel.entry import DETACHED, WheelEntry
 
 #: ``Timer.payload`` of a recovered timer whose msgpack bytes (``Timer.packed``) are not decoded
 #: yet: recovery decodes nothing, the first firing or ``get()`` does.
-UNDECODED: Any = object()
+UNDECODED: Final[Any] = object()
 
 _new_tuple = tuple.__new__
 
@@ -24,7 +24,7 @@ INTERRUPT_CRASH = "crash"
 
 #: ``Timer.where`` of a due timer waiting in the starter's queue (``wheel_engine.starting``):
 #: out of the wheel (whose own values are all >= -3), PENDING, and not charged an attempt.
-QUEUED = -4
+QUEUED: Final = -4
 
 
 class Worker:
