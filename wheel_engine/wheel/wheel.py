@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from .entry import DETACHED, DUE, OVERFLOW, ItemEntry, WheelEntry, by_seq, hand_out
 from .level import UNKNOWN, Level, spread, unlink
@@ -14,12 +14,12 @@ from .staging import Staging
 T = TypeVar("T")
 
 #: Entry moves of staging work that one :meth:`TimingWheel.advance` does beyond handing out.
-DEFAULT_BUDGET = 512
+DEFAULT_BUDGET: Final = 512
 #: Every ``INSERT_PERIOD``-th insert does up to ``INSERT_WORK`` moves of staging work (2 per
 #: insert, amortized): a burst of inserts followed by a quiet spell stages its own slots.
-INSERT_PERIOD = 64
+INSERT_PERIOD: Final = 64
 #: The staging moves of that one insert in ``INSERT_PERIOD`` (see above).
-INSERT_WORK = 128
+INSERT_WORK: Final = 128
 
 
 class TimingWheel(Generic[T]):
