@@ -70,6 +70,7 @@ class Scheduler:
         self._table = table
         self._timers = table.timers  # the table's own dict, read on every schedule
         self._insert = table.insert
+        self._tick = table.tick  # fixed for the engine's life
         self._commits = commits
         self._stats = stats
         self._clock = clock
@@ -100,10 +101,11 @@ class Scheduler:
         self.next_version = version + 1
         timer = Timer(key, version, request.handler, request.due, request.payload)
         timers[key] = timer  # TimerTable.replace() inlined: schedule()'s hot path
+        table = self._table
         if previous is not None:
-            self._table.finished.pop(key, None)
-            self._table.dead.pop(key, None)
-        self._insert(timer)
+            table.finished.pop(key, None)
+            table.dead.pop(key, None)
+        table.wheel.insert_entry(ticked(timer, self._tick))  # TimerTable.insert, compiled
         trigger = self._trigger
         armed = trigger.armed_tick
         if armed is None or timer.tick < armed:
@@ -247,7 +249,7 @@ class Scheduler:
         batch's head of :func:`plain_due` requests skips the checker (a plain one is never bad);
         from the first other request on, each goes through it."""
         durable = self._commits.journal is not None
-        prefix, tick, handlers = self._key_prefix, self._table.tick, self._table.handlers
+        prefix, tick, handlers = self._key_prefix, self._tick, self._table.handlers
         serial = next(self._key_counter)  # engine-made keys: "<prefix>-<serial>", counting up
         version = self.next_version
         made: list[Timer] = []
