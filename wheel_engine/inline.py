@@ -82,15 +82,15 @@ class InlineRunner:
         handlers = self._handlers
         taken: list[Timer] = []
         specs: list[HandlerSpec] = []
+        popleft = ready.popleft  # bound once: a deque method call costs a lookup each time
         while ready and len(taken) < budget:
-            timer = ready[0]
+            timer = popleft()
             if timer.where != QUEUED:  # cancelled or replaced while it waited
-                ready.popleft()
                 continue
             spec = handlers[timer.handler]
             if not spec.inline or timer.interrupt is not None:
+                ready.appendleft(timer)  # the general path's, at the head as it was
                 break
-            ready.popleft()
             taken.append(timer)
             specs.append(spec)
         self._table.queued -= len(taken)  # out of the queue, as a group leaves it
