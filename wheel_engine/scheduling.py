@@ -10,8 +10,9 @@ undone. Versions come from one counter: every new version of any key is higher t
 version before it, in memory and in the journal.
 
 A single request comes validated (:mod:`wheel_engine.validation`); a ``schedule_many`` batch is
-validated here, with the engine's checker, in the pass that builds its timers, and raises before
-anything changes. Nothing else here raises for bad input.
+validated here, in the pass that builds its timers (the plainest requests recognised by
+:func:`~wheel_engine.plain_requests.plain_due`, the others by the engine's checker), and raises
+before anything changes. Nothing else here raises for bad input.
 """
 
 from __future__ import annotations
