@@ -182,6 +182,28 @@ def test_wheel_advance_one_jump(benchmark: Any) -> None:
 
 
 @pytest.mark.benchmark(group="dispatch")
+def test_wheel_advance_dense_slot(benchmark: Any) -> None:
+    """The in-memory bench's shape: every timer within 64 ticks (about 150 a tick, inserted in
+    seq order with shuffled ticks), all overdue: one slot handed out whole, by (tick, seq)."""
+    ticks = [EPOCH_MS + 64 + off % 64 for off in OFFSETS]
+
+    def setup() -> tuple[tuple[TimingWheel[Callback]], dict[str, Any]]:
+        wheel: TimingWheel[Callback] = TimingWheel(now_tick=EPOCH_MS)
+        for seq, tick in enumerate(ticks):
+            wheel.insert(tick, seq, _noop)
+        return (wheel,), {}
+
+    def run(wheel: TimingWheel[Callback]) -> None:
+        out = wheel.advance(EPOCH_MS + 1000)
+        for callback in out:
+            callback()
+        assert len(out) == N
+
+    _per_timer(benchmark)
+    benchmark.pedantic(run, setup=setup, rounds=ROUNDS)
+
+
+@pytest.mark.benchmark(group="dispatch")
 def test_asyncio_dispatch_past_due(benchmark: Any, loops: _Loops) -> None:
     """One loop iteration pops every past-due ``TimerHandle`` off the heap and runs it."""
     fired = [0]

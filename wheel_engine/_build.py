@@ -44,6 +44,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.timer",
     "wheel_engine.firing",
     "wheel_engine.scheduling",
+    "wheel_engine.plain_requests",
     "wheel_engine.inline",
     "wheel_engine.plain",
     "wheel_engine.starting",

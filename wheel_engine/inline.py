@@ -36,6 +36,10 @@ from wheel_engine.timers import RUNNING, SUCCEEDED, TimerTable
 from wheel_engine.wheel.entry import DETACHED
 
 _new_tuple: Final = tuple.__new__
+# Final: compiled code reads these from C statics, not from the module's dict on every firing.
+_RUNNING: Final = RUNNING
+_SUCCEEDED: Final = SUCCEEDED
+_FIRING: Final = Firing
 
 
 class InlineRunner:
@@ -78,15 +82,15 @@ class InlineRunner:
         handlers = self._handlers
         taken: list[Timer] = []
         specs: list[HandlerSpec] = []
+        popleft = ready.popleft  # bound once: a deque method call costs a lookup each time
         while ready and len(taken) < budget:
-            timer = ready[0]
+            timer = popleft()
             if timer.where != QUEUED:  # cancelled or replaced while it waited
-                ready.popleft()
                 continue
             spec = handlers[timer.handler]
             if not spec.inline or timer.interrupt is not None:
+                ready.appendleft(timer)  # the general path's, at the head as it was
                 break
-            ready.popleft()
             taken.append(timer)
             specs.append(spec)
         self._table.queued -= len(taken)  # out of the queue, as a group leaves it
@@ -106,7 +110,7 @@ class InlineRunner:
     def fire(self, timer: Timer, spec: HandlerSpec, now: float) -> None:
         """Charge ``timer``'s attempt, run its plain handler and record how it ended."""
         timer.where = DETACHED
-        timer.state = RUNNING
+        timer.state = _RUNNING
         attempt = timer.attempts + 1
         timer.attempts = attempt
         if timer.first_attempt_at is None:
@@ -119,7 +123,7 @@ class InlineRunner:
             payload = timer.decode_payload()
         key = timer.key
         firing: Firing = _new_tuple(  # NamedTuple's own __new__ is a Python function: skip it
-            Firing, (key, timer.version, timer.handler, payload, due, attempt, now)
+            _FIRING, (key, timer.version, timer.handler, payload, due, attempt, now)
         )
         try:
             spec.fn(firing)
@@ -128,7 +132,7 @@ class InlineRunner:
             return
         self._stats.succeeded += 1
         if self._timers.get(key) is timer:  # not replaced while it ran
-            timer.state = SUCCEEDED
+            timer.state = _SUCCEEDED
             self._finished[key] = timer
         if self._events.active:  # the handler subscribed: the runner stops after this one
             self._events.succeeded(timer, now, None)

@@ -10,8 +10,9 @@ undone. Versions come from one counter: every new version of any key is higher t
 version before it, in memory and in the journal.
 
 A single request comes validated (:mod:`wheel_engine.validation`); a ``schedule_many`` batch is
-validated here, with the engine's checker, in the pass that builds its timers, and raises before
-anything changes. Nothing else here raises for bad input.
+validated here, in the pass that builds its timers (the plainest requests recognised by
+:func:`~wheel_engine.plain_requests.plain_due`, the others by the engine's checker), and raises
+before anything changes. Nothing else here raises for bad input.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from wheel_engine.events import EventBus
 from wheel_engine.firing import Trigger
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
+from wheel_engine.plain_requests import plain_due
 from wheel_engine.stats import Counters
-from wheel_engine.timer import INTERRUPT_CANCEL, Timer
+from wheel_engine.timer import INTERRUPT_CANCEL, Timer, ticked
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
 from wheel_engine.validation import RequestChecker, ScheduleRequest
 from wheel_engine.workers import WorkerPool
@@ -70,6 +72,7 @@ class Scheduler:
         self._table = table
         self._timers = table.timers  # the table's own dict, read on every schedule
         self._insert = table.insert
+        self._tick = table.tick  # fixed for the engine's life
         self._commits = commits
         self._stats = stats
         self._clock = clock
@@ -100,10 +103,11 @@ class Scheduler:
         self.next_version = version + 1
         timer = Timer(key, version, request.handler, request.due, request.payload)
         timers[key] = timer  # TimerTable.replace() inlined: schedule()'s hot path
+        table = self._table
         if previous is not None:
-            self._table.finished.pop(key, None)
-            self._table.dead.pop(key, None)
-        self._insert(timer)
+            table.finished.pop(key, None)
+            table.dead.pop(key, None)
+        table.wheel.insert_entry(ticked(timer, self._tick))  # TimerTable.insert, compiled
         trigger = self._trigger
         armed = trigger.armed_tick
         if armed is None or timer.tick < armed:
@@ -258,28 +262,43 @@ class Scheduler:
     ) -> tuple[list[Timer], list[Row]] | None:
         """One pass over a batch of new keys: each request checked, its timer and (durable) its
         journal row built (nothing is put anywhere yet), or None for a batch the general path
-        takes. Raises as :meth:`RequestChecker.batch` would, before anything changes."""
+        takes. Raises as :meth:`RequestChecker.batch` would, before anything changes. The
+        batch's head of :func:`plain_due` requests skips the checker (a plain one is never bad);
+        from the first other request on, each goes through it."""
         durable = self._commits.journal is not None
-        timers = self._timers
-        counter = self._key_counter
-        prefix = self._key_prefix
+        prefix, tick, handlers = self._key_prefix, self._tick, self._table.handlers
+        serial = next(self._key_counter)  # engine-made keys: "<prefix>-<serial>", counting up
         version = self.next_version
         made: list[Timer] = []
         rows: list[Row] = []
-        given: set[str] = set()
-        for valid in check.each(requests, now):
-            key = valid.key
-            if key is None:  # a fallback after this leaves a gap in the counter: harmless
-                key = f"{prefix}-{next(counter)}"
-            elif key in timers or key in given:
-                return None
-            else:
-                given.add(key)
-            handler, due = valid.handler, valid.due
-            made.append(Timer(key, version, handler, due, valid.payload))
+        for request in requests:
+            due = plain_due(request, handlers, now)
+            if due < 0.0:
+                break
+            key = f"{prefix}-{serial}"
+            handler: str = request["handler"]
+            made.append(ticked(Timer(key, version, handler, due, None), tick))
             if durable:
-                rows.append(schedule_row(key, version, handler, due, valid.data, now))
+                rows.append(schedule_row(key, version, handler, due, None, now))
+            serial += 1
             version += 1
+        if len(made) < len(requests):
+            timers, given = self._timers, set[str]()
+            for valid in check.each(requests[len(made) :] if made else requests, now):
+                name = valid.key
+                if name is None:
+                    name = f"{prefix}-{serial}"
+                    serial += 1
+                elif name in timers or name in given:
+                    return None  # a gap in the key counter: harmless, keys stay unique
+                else:
+                    given.add(name)
+                handler, due = valid.handler, valid.due
+                made.append(ticked(Timer(name, version, handler, due, valid.payload), tick))
+                if durable:
+                    rows.append(schedule_row(name, version, handler, due, valid.data, now))
+                version += 1
+        self._key_counter = itertools.count(serial)  # past this batch's keys
         return made, rows
 
     def _apply_fresh(
@@ -291,10 +310,9 @@ class Scheduler:
             return [], None
         self.next_version = made[-1].version + 1
         timers = self._timers
-        insert = self._insert
         for timer in made:
             timers[timer.key] = timer
-            insert(timer)
+        self._table.wheel.insert_entries(made)  # their ticks are set: TimerTable.insert's
         self._arm()
         infos = [timer.info() for timer in made]  # as scheduled, before any firing
         if self._commits.journal is not None:

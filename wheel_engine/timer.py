@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import math
+from typing import Any, Final
 
 from wheel_engine.model import Firing, TimerInfo, TimerState
 from wheel_engine.validation import decode_payload
@@ -11,9 +12,10 @@ from wheel_engine.wheel.entry import DETACHED, WheelEntry
 
 #: ``Timer.payload`` of a recovered timer whose msgpack bytes (``Timer.packed``) are not decoded
 #: yet: recovery decodes nothing, the first firing or ``get()`` does.
-UNDECODED: Any = object()
+UNDECODED: Final[Any] = object()
 
-_new_tuple = tuple.__new__
+_new_tuple: Final = tuple.__new__
+_TIMER_INFO: Final = TimerInfo  # Final: a C static in compiled code, not a module lookup
 
 # Why a running handler is being interrupted (``Timer.interrupt``).
 INTERRUPT_CANCEL = "cancel"  #: engine.cancel() asked for it
@@ -23,7 +25,7 @@ INTERRUPT_CRASH = "crash"
 
 #: ``Timer.where`` of a due timer waiting in the starter's queue (``wheel_engine.starting``):
 #: out of the wheel (whose own values are all >= -3), PENDING, and not charged an attempt.
-QUEUED = -4
+QUEUED: Final = -4
 
 
 class Worker:
@@ -125,7 +127,7 @@ class Timer(WheelEntry["Timer"]):
     def info(self) -> TimerInfo:
         # tuple.__new__ skips NamedTuple's Python-level __new__: 0.36 us instead of 0.59 us.
         return _new_tuple(
-            TimerInfo,
+            _TIMER_INFO,
             (
                 self.key,
                 self.version,
@@ -137,6 +139,13 @@ class Timer(WheelEntry["Timer"]):
                 self.last_error,
             ),
         )
+
+
+def ticked(timer: Timer, tick: float) -> Timer:
+    """``timer`` with its wheel tick set as ``TimerTable.insert`` sets it, for a bulk insert
+    (``TimingWheel.insert_entries``): its due rounded up to a tick, never before the due."""
+    timer.tick = math.ceil(timer.due / tick)
+    return timer
 
 
 def recovered_timer(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.model import TimerInfo, TimerState
-from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer
+from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer, ticked
 from wheel_engine.wheel import TimingWheel
 from wheel_engine.wheel.entry import DETACHED
 
@@ -77,8 +77,7 @@ class TimerTable:
 
     def insert(self, timer: Timer) -> None:
         """Into the wheel at its due tick, rounded up: a tick is never before the due time."""
-        timer.tick = math.ceil(timer.due / self.tick)
-        self.wheel.insert_entry(timer)
+        self.wheel.insert_entry(ticked(timer, self.tick))
 
     def place(self, timer: Timer) -> None:
         """A pending timer goes into the wheel, or is parked if its handler is unknown."""

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 T = TypeVar("T")
 
 #: ``WheelEntry.where`` for an entry that is not held by a wheel (removed or handed out).
-DETACHED = -1
+DETACHED: Final = -1
 #: ``WheelEntry.where`` for an entry inserted at or before ``now``: due at the next advance.
-DUE = -2
+DUE: Final = -2
 #: ``WheelEntry.where`` for an entry beyond the top level's horizon, waiting in the overflow heap.
-OVERFLOW = -3
+OVERFLOW: Final = -3
 
 #: Sort key of the entries of one tick: by ``seq``.
 by_seq = attrgetter("seq")
@@ -59,6 +59,33 @@ class WheelEntry(Generic[T]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(tick={self.tick}, seq={self.seq}, item={self.item!r})"
+
+
+def hand_out(entries: list[WheelEntry[T]], out: list[T]) -> None:
+    """Append the items of ``entries`` to ``out`` in ``(tick, seq)`` order, each entry marked
+    :data:`DETACHED` (handed out). Equal ``(tick, seq)`` pairs keep their order in ``entries``.
+
+    Why not ``entries.sort(key=by_tick_seq)``: that key makes a tuple per entry and each of the
+    ``n log n`` comparisons compares two tuples; a slot handed out whole holds up to a few ticks
+    of every timer. Grouping by tick first leaves a sort of the (few) distinct ticks and, per
+    tick, one by ``seq`` of a run that is already in order when the timers came in ``seq``
+    order (one ``schedule_many``): about a tenth of the instructions, measured with callgrind.
+    """
+    by_tick: dict[int, list[WheelEntry[T]]] = {}
+    for entry in entries:
+        tick = entry.tick
+        same = by_tick.get(tick)
+        if same is None:
+            by_tick[tick] = [entry]
+        else:
+            same.append(entry)
+    for tick in sorted(by_tick):
+        same = by_tick[tick]
+        if len(same) > 1:
+            same.sort(key=by_seq)
+        for entry in same:
+            entry.where = DETACHED
+            out.append(entry.item)
 
 
 class ItemEntry(WheelEntry[T]):

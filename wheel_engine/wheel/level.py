@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from .entry import WheelEntry
 from .slots import SLOT_BITS, SLOT_MASK, SLOTS
@@ -12,7 +12,7 @@ T = TypeVar("T")
 
 #: A slot's entry in ``Level.mins`` when its earliest tick is not known (below every real tick,
 #: so the insert's ``tick < mins[slot]`` leaves it alone; fits a native 63-bit int).
-UNKNOWN = -(1 << 62)
+UNKNOWN: Final = -(1 << 62)
 
 
 class Level(Generic[T]):

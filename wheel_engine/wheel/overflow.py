@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import heapq
 from itertools import count
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from .entry import DETACHED, OVERFLOW, WheelEntry
 
 T = TypeVar("T")
 
 #: Rebuild the heap once it holds more dead than live entries and at least this many dead.
-REBUILD_MIN_DEAD = 64
+REBUILD_MIN_DEAD: Final = 64
 
 
 class OverflowHeap(Generic[T]):

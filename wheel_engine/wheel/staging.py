@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from .entry import DETACHED, WheelEntry, by_tick_seq
+from .entry import WheelEntry, hand_out
 from .level import UNKNOWN, Level, spread
 from .slots import SLOT_BITS, SLOT_MASK, lowest_slot, slot_start
 
@@ -218,10 +218,7 @@ class Staging(Generic[T]):
                     entries.extend(slots[index])
                     slots[index] = []
                 lower.occupied = 0
-            entries.sort(key=by_tick_seq)
-            for entry in entries:
-                entry.where = DETACHED
-                out.append(entry.item)
+            hand_out(entries, out)
             return end
         if bucket:
             # Staging did not finish in time (too few calls since it began): finish it now.

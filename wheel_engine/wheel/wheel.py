@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
-from .entry import DETACHED, DUE, OVERFLOW, ItemEntry, WheelEntry, by_seq, by_tick_seq
+from .entry import DETACHED, DUE, OVERFLOW, ItemEntry, WheelEntry, by_seq, hand_out
 from .level import UNKNOWN, Level, spread, unlink
 from .overflow import OverflowHeap
 from .slots import SLOT_BITS, SLOT_MASK
@@ -14,12 +14,12 @@ from .staging import Staging
 T = TypeVar("T")
 
 #: Entry moves of staging work that one :meth:`TimingWheel.advance` does beyond handing out.
-DEFAULT_BUDGET = 512
+DEFAULT_BUDGET: Final = 512
 #: Every ``INSERT_PERIOD``-th insert does up to ``INSERT_WORK`` moves of staging work (2 per
 #: insert, amortized): a burst of inserts followed by a quiet spell stages its own slots.
-INSERT_PERIOD = 64
+INSERT_PERIOD: Final = 64
 #: The staging moves of that one insert in ``INSERT_PERIOD`` (see above).
-INSERT_WORK = 128
+INSERT_WORK: Final = 128
 
 
 class TimingWheel(Generic[T]):
@@ -252,10 +252,7 @@ class TimingWheel(Generic[T]):
         if self._due:
             due = list(self._due)
             self._due.clear()
-            due.sort(key=by_tick_seq)
-            for entry in due:
-                entry.where = DETACHED
-                out.append(entry.item)
+            hand_out(due, out)
         self._next_valid = False
         if self._count > len(out):
             self._run(target, out)
@@ -366,10 +363,7 @@ class TimingWheel(Generic[T]):
                 continue
             entries = level.take(slot)
             if end <= target:
-                entries.sort(key=by_tick_seq)
-                for entry in entries:
-                    entry.where = DETACHED
-                    out.append(entry.item)
+                hand_out(entries, out)
                 self._elapsed = end
                 continue
             # Cascade: relative to ``start`` every entry of this slot lands in a lower level.
