@@ -6,13 +6,17 @@ fires, every timer due by the wall clock leaves the wheel in (tick, version) ord
 retention are forgotten and the next callback is armed. Between callbacks, the wheel's staged
 cascades run a budget per loop callback, so no callback moves a big slot at once.
 
-**The tick in progress.** A timer's tick is its due time rounded up to the tick, and a callback
-is armed for the end of a tick; the loop's own timers wake late by up to a millisecond
-(``epoll`` rounds its timeout up), so a callback usually runs inside the next tick, when part of
-that tick's timers are due already. Each callback also takes the tick in progress out of the
-wheel: those due by the wall clock go on now, the others are **held** here until a later
-callback (at the latest at that tick's end) finds them due. Without it a timer waited for its
-tick's end and then for the loop's rounding: twice the lateness of ``call_at``. A held timer is
+**Armed for the earliest due, not a tick's end.** The loop's own timers wake late by up to a
+millisecond (``epoll`` rounds its timeout up to the next whole millisecond, then the kernel adds
+its timer slack), so the callback is armed as early as a timer can be due: the **start** of the
+wheel's next tick (a timer's tick is its due rounded up, so it is due after that tick's start),
+or the exact due of the earliest timer held here (below), whichever is first. Each callback
+takes the tick in progress out of the wheel: those due by the wall clock go on now, the others
+are **held** here, and the callback is armed for the earliest of them. Armed for a tick's end,
+a timer waited for its tick's end and then for the loop's rounding: twice the lateness of
+``call_at`` for a lone timer; and timers that fell due while a callback ran waited for the next
+one, a millisecond later. Armed for a due that passed while the callback ran, the loop runs it
+again at once, as it runs ``call_at`` callbacks that fell due meanwhile. A held timer is
 PENDING and counted as queued (``Timer.where == QUEUED``), as in the starter's queue, so a
 cancel or a replace takes it out the same way (its entry here goes stale and is dropped).
 
@@ -24,6 +28,7 @@ Everything here runs on the loop thread; nothing awaits.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 
 from wheel_engine.clock import Cancellable, Clock
@@ -39,8 +44,8 @@ def _nothing_due(batch: list[Timer], now: float) -> None:
 class Trigger:
     """Arms the clock for the table's wheel; see the module docstring.
 
-    ``armed_tick`` is the tick the armed callback is for (None: none armed); a caller that
-    inserted an earlier timer calls :meth:`arm`.
+    ``armed_tick``: a timer whose tick is below it may be due before the armed callback runs
+    (None: none armed); a caller that inserted such a timer calls :meth:`arm`.
     """
 
     def __init__(self, table: TimerTable, clock: Clock, clock_check: float | None) -> None:
@@ -55,7 +60,8 @@ class Trigger:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._staging = False  # an idle-time staging callback is queued
         self._held: list[Timer] = []  # of the tick in progress, not due yet (see module doc)
-        self._held_tick = 0  # the tick by whose end every held timer is due
+        self._held_due = 0.0  # the earliest due among the held timers (stale ones included)
+        self._armed_for = 0.0  # the wall time the armed callback was wanted at
 
     def start(
         self, loop: asyncio.AbstractEventLoop, on_due: Callable[[list[Timer], float], None]
@@ -74,10 +80,30 @@ class Trigger:
         self.disarm()
 
     def arm(self) -> None:
-        """Keep exactly one clock callback, for the earliest due tick (none when idle)."""
+        """Keep exactly one clock callback, for the earliest time a timer can be due (none when
+        idle): the start of the wheel's next tick or the earliest held due."""
         if self.closing or not self.started:
             return
+        when = self._earliest_due()
+        if when is None:
+            self.disarm()
+            return
+        if when == self._armed_for and self._armed is not None:
+            return
+        self.disarm()
+        self._armed_for = when
+        # A timer of a tick below this one may be due before ``when`` (ceil: when in doubt,
+        # the caller arms again, which costs a comparison).
+        self.armed_tick = math.ceil(when / self._table.tick) + 1
+        if self._clock_check is not None:
+            # A wall clock set forward is noticed within clock_check seconds.
+            when = min(when, self._clock.time() + self._clock_check)
+        self._armed = self._clock.call_at(when, self.on_tick)
+
+    def _earliest_due(self) -> float | None:
+        """The earliest wall time at which a timer in the wheel or held here may be due."""
         wheel = self._table.wheel
+        when: float | None = None
         next_tick = wheel.next_tick()
         if next_tick is not None:
             # The wheel stages a coming slot's cascade a budget at a time inside advance();
@@ -86,19 +112,21 @@ class Trigger:
             work_tick = wheel.next_work_tick()
             if work_tick is not None and work_tick < next_tick:
                 next_tick = work_tick
-        if self._held and (next_tick is None or self._held_tick < next_tick):
-            next_tick = self._held_tick
-        if next_tick == self.armed_tick and self._armed is not None:
-            return
-        self.disarm()
-        if next_tick is None:
-            return
-        when = next_tick * self._table.tick
-        if self._clock_check is not None:
-            # A wall clock set forward is noticed within clock_check seconds.
-            when = min(when, self._clock.time() + self._clock_check)
-        self.armed_tick = next_tick
-        self._armed = self._clock.call_at(when, self.on_tick)
+            when = self._start_of(next_tick)
+        if self._held and (when is None or self._held_due < when):
+            when = self._held_due
+        return when
+
+    def _start_of(self, tick: int) -> float:
+        """The earliest wall time at which :meth:`on_tick` takes ``tick`` out of the wheel: where
+        ``table.tick_floor`` reads ``tick - 1``. Rounding may put ``(tick - 1) * table.tick`` a
+        hair before that; a callback armed there would find nothing to take and arm again for
+        the same time, forever on a clock that does not move by itself."""
+        size = self._table.tick
+        start = (tick - 1) * size
+        while math.floor(start / size) < tick - 1:
+            start = math.nextafter(start, math.inf)
+        return start
 
     def disarm(self) -> None:
         if self._armed is not None:
@@ -119,7 +147,7 @@ class Trigger:
         if self._held:
             batch = self._release(now, batch)
         if batch and batch[-1].tick >= current:
-            batch = self._hold(now, batch, current)
+            batch = self._hold(now, batch)
         if batch:
             self._on_due(batch, now)
         table.purge_finished(now)
@@ -129,34 +157,41 @@ class Trigger:
             assert self._loop is not None
             self._loop.call_soon(self.stage)
 
-    def _hold(self, now: float, batch: list[Timer], current: int) -> list[Timer]:
+    def _hold(self, now: float, batch: list[Timer]) -> list[Timer]:
         """Keep the timers of ``batch`` not due by ``now``; return the due ones, in order."""
         due: list[Timer] = []
         held = self._held
+        earliest = self._held_due if held else math.inf
         for timer in batch:
             if timer.due > now:
                 timer.where = QUEUED
                 held.append(timer)
+                if timer.due < earliest:
+                    earliest = timer.due
             else:
                 due.append(timer)
         self._table.queued += len(batch) - len(due)
-        self._held_tick = current
+        self._held_due = earliest
         return due
 
     def _release(self, now: float, batch: list[Timer]) -> list[Timer]:
         """The held timers due by ``now`` (stale entries dropped), followed by ``batch``."""
         due: list[Timer] = []
         kept: list[Timer] = []
+        earliest = math.inf
         for timer in self._held:
             if timer.where != QUEUED:  # cancelled or replaced while it was held
                 continue
             if timer.due > now:
                 kept.append(timer)
+                if timer.due < earliest:
+                    earliest = timer.due
             else:
                 timer.where = DETACHED
                 due.append(timer)
         self._table.queued -= len(due)
         self._held = kept
+        self._held_due = earliest
         if not due:
             return batch
         due.extend(batch)
