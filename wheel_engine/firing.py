@@ -1,4 +1,4 @@
-"""The one clock callback: armed for the earliest due tick, it takes due timers out of the wheel.
+"""The one clock callback: armed for the earliest due, it takes due timers out of the wheel.
 
 :class:`Trigger` keeps exactly one callback on the engine's clock (none when idle). When it
 fires, every timer due by the wall clock leaves the wheel in (tick, version) order and goes to
@@ -20,7 +20,8 @@ again at once, as it runs ``call_at`` callbacks that fell due meanwhile. A held 
 PENDING and counted as queued (``Timer.where == QUEUED``), as in the starter's queue, so a
 cancel or a replace takes it out the same way (its entry here goes stale and is dropped).
 
-Guaranteed: no timer is handed on before its due time by the clock; held ones keep their order.
+Guaranteed: no timer is handed on before its due time by the clock; held ones are handed on in
+(due, version) order, the earliest first (the one that waited longest since its due).
 
 Everything here runs on the loop thread; nothing awaits.
 """
@@ -29,12 +30,16 @@ from __future__ import annotations
 
 import asyncio
 import math
+import operator
 from collections.abc import Callable
+from typing import Final
 
 from wheel_engine.clock import Cancellable, Clock
 from wheel_engine.timer import QUEUED, Timer
 from wheel_engine.timers import TimerTable
 from wheel_engine.wheel.entry import DETACHED
+
+_by_due: Final = operator.attrgetter("due")  # the held list's sort key: earliest due first
 
 
 def _nothing_due(batch: list[Timer], now: float) -> None:
@@ -59,8 +64,7 @@ class Trigger:
         self._on_due: Callable[[list[Timer], float], None] = _nothing_due
         self._loop: asyncio.AbstractEventLoop | None = None
         self._staging = False  # an idle-time staging callback is queued
-        self._held: list[Timer] = []  # of the tick in progress, not due yet (see module doc)
-        self._held_due = 0.0  # the earliest due among the held timers (stale ones included)
+        self._held: list[Timer] = []  # not due yet, in due order (see the module docstring)
         self._armed_for = 0.0  # the wall time the armed callback was wanted at
 
     def start(
@@ -113,8 +117,9 @@ class Trigger:
             if work_tick is not None and work_tick < next_tick:
                 next_tick = work_tick
             when = self._start_of(next_tick)
-        if self._held and (when is None or self._held_due < when):
-            when = self._held_due
+        held = self._held
+        if held and (when is None or held[0].due < when):
+            when = held[0].due  # perhaps a stale entry's: that callback drops it
         return when
 
     def _start_of(self, tick: int) -> float:
@@ -161,39 +166,37 @@ class Trigger:
         """Keep the timers of ``batch`` not due by ``now``; return the due ones, in order."""
         due: list[Timer] = []
         held = self._held
-        earliest = self._held_due if held else math.inf
+        before = len(held)
         for timer in batch:
             if timer.due > now:
                 timer.where = QUEUED
                 held.append(timer)
-                if timer.due < earliest:
-                    earliest = timer.due
             else:
                 due.append(timer)
-        self._table.queued += len(batch) - len(due)
-        self._held_due = earliest
+        self._table.queued += len(held) - before
+        if len(held) > 1:
+            held.sort(key=_by_due)  # stable: equal dues keep their (version) order
         return due
 
     def _release(self, now: float, batch: list[Timer]) -> list[Timer]:
-        """The held timers due by ``now`` (stale entries dropped), followed by ``batch``."""
+        """The held timers due by ``now`` (stale entries dropped), followed by ``batch``.
+
+        The held list is in due order, so the due ones are its head; a stale entry (its timer
+        cancelled or replaced while held) is dropped when it reaches the head."""
+        held = self._held
         due: list[Timer] = []
-        kept: list[Timer] = []
-        earliest = math.inf
-        for timer in self._held:
-            if timer.where != QUEUED:  # cancelled or replaced while it was held
-                continue
+        taken = 0
+        for timer in held:
             if timer.due > now:
-                kept.append(timer)
-                if timer.due < earliest:
-                    earliest = timer.due
-            else:
+                break
+            taken += 1
+            if timer.where == QUEUED:  # else cancelled or replaced while it was held
                 timer.where = DETACHED
                 due.append(timer)
-        self._table.queued -= len(due)
-        self._held = kept
-        self._held_due = earliest
+        del held[:taken]
         if not due:
             return batch
+        self._table.queued -= len(due)
         due.extend(batch)
         return due
 

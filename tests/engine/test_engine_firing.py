@@ -152,3 +152,17 @@ async def test_a_tick_whose_start_rounds_below_its_boundary_is_still_taken() -> 
         await asyncio.wait_for(clock.advance(2.003), 10.0)
     assert [f.key for f in fired] == ["a"]
     assert fired[0].fired_at >= fired[0].due
+
+
+async def test_held_timers_are_handed_on_in_due_order_the_longest_waiting_first() -> None:
+    clock = LateClock(START)
+    engine = Engine(None, clock=clock, tick=TICK)
+    fired = fired_log(engine)
+    async with engine:
+        await engine.schedule("h", at=START + 0.0108, key="later")  # scheduled first
+        await engine.schedule("h", at=START + 0.0107, key="sooner")
+        await clock.advance(0.0106)  # tick 11's callback ran at 0.0106: both held
+        assert fired == []
+        await clock.advance(0.001)  # armed for 0.0107, run at 0.0113: both due at once
+        assert [f.key for f in fired] == ["sooner", "later"]
+        assert all(f.fired_at >= f.due for f in fired)
