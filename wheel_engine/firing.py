@@ -66,6 +66,8 @@ class Trigger:
         self._staging = False  # an idle-time staging callback is queued
         self._held: list[Timer] = []  # not due yet, in due order (see the module docstring)
         self._armed_for = 0.0  # the wall time the armed callback was wanted at
+        self._asked_at = -math.inf  # the time last asked of the clock's call_at
+        self._not_before = -math.inf  # after a callback the loop ran early: no arming before
 
     def start(
         self, loop: asyncio.AbstractEventLoop, on_due: Callable[[list[Timer], float], None]
@@ -75,8 +77,13 @@ class Trigger:
         self._loop = loop
         self._on_due = on_due
         self.started = True
-        self.arm()
-        loop.call_soon(self.on_tick)
+        loop.call_soon(self._first_tick)
+
+    def _first_tick(self) -> None:
+        """At start: overdue timers at once; a callback armed meanwhile (by a schedule) goes."""
+        self.disarm()
+        self._asked_at = -math.inf  # this run was not asked for a time: it cannot be early
+        self.on_tick()
 
     def stop(self) -> None:
         """No callback runs any more (the engine is closing or abandoned)."""
@@ -99,9 +106,12 @@ class Trigger:
         # A timer of a tick below this one may be due before ``when`` (ceil: when in doubt,
         # the caller arms again, which costs a comparison).
         self.armed_tick = math.ceil(when / self._table.tick) + 1
+        if when < self._not_before:
+            when = self._not_before
         if self._clock_check is not None:
             # A wall clock set forward is noticed within clock_check seconds.
             when = min(when, self._clock.time() + self._clock_check)
+        self._asked_at = when
         self._armed = self._clock.call_at(when, self.on_tick)
 
     def _earliest_due(self) -> float | None:
@@ -147,6 +157,15 @@ class Trigger:
             return
         table = self._table
         now = self._clock.time()
+        if now < self._asked_at:
+            # The loop ran it before the time asked (uvloop rounds a delay to the nearest
+            # millisecond, so its timers run up to half of one early). Armed again for a due
+            # that close, it would run at once, and again: a busy loop until the due. So the
+            # next callback is a tick from now at the soonest: late by up to a tick on such a
+            # loop, never early.
+            self._not_before = now + table.tick
+        else:
+            self._not_before = -math.inf
         current = table.tick_floor(now) + 1  # the tick in progress
         batch = table.wheel.advance(current)
         if self._held:

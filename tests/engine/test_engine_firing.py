@@ -166,3 +166,36 @@ async def test_held_timers_are_handed_on_in_due_order_the_longest_waiting_first(
         await clock.advance(0.001)  # armed for 0.0107, run at 0.0113: both due at once
         assert [f.key for f in fired] == ["sooner", "later"]
         assert all(f.fired_at >= f.due for f in fired)
+
+
+class RoundingClock(VirtualClock):
+    """Rounds every wait to the nearest millisecond, as uvloop does: a callback may run up to
+    half a millisecond before the time asked, and one asked for under half a millisecond from
+    now runs at once."""
+
+    def __init__(self, start: float) -> None:
+        super().__init__(start)
+        self.asked = 0
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Any:
+        self.asked += 1
+        now = self.time()
+        return super().call_at(now + round((when - now) * 1000) / 1000, callback)
+
+
+async def test_a_loop_that_runs_timers_early_gets_no_busy_loop_and_no_early_fire() -> None:
+    clock = RoundingClock(START)
+    engine = Engine(None, clock=clock, tick=TICK)
+    fired = fired_log(engine)
+    draw = random.Random(7)
+    async with engine:
+        for i in range(100):
+            await engine.schedule("h", at=START + draw.uniform(0.001, 0.1), key=f"t{i}")
+        # without a floor on the next wait, this never returns: the callback for a due less
+        # than half a millisecond away runs at once, finds it not due, arms again, forever
+        await asyncio.wait_for(clock.advance(0.2), 10.0)
+    assert len(fired) == 100
+    lateness = [f.fired_at - f.due for f in fired]
+    assert min(lateness) >= 0.0
+    assert max(lateness) <= TICK + 0.0005 + 1e-6  # a tick, plus the clock's own rounding
+    assert clock.asked <= 4 * len(fired)  # a few callbacks per timer, not a busy loop
