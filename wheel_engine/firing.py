@@ -80,7 +80,8 @@ class Trigger:
         loop.call_soon(self._first_tick)
 
     def _first_tick(self) -> None:
-        """At start: overdue timers at once; a callback armed meanwhile (by a schedule) goes."""
+        """At start: take overdue timers at once. A callback that a ``schedule()`` armed before
+        this ran is cancelled: :meth:`on_tick` arms the one callback."""
         self.disarm()
         self._asked_at = -math.inf  # this run was not asked for a time: it cannot be early
         self.on_tick()
