@@ -61,8 +61,12 @@ class SystemClock:
 
     def call_at(self, when: float, callback: Callable[[], None]) -> Cancellable:
         loop = asyncio.get_running_loop()
-        # Convert once, at arming time: the wait runs on the loop's monotonic clock.
-        return loop.call_at(loop.time() + max(0.0, when - time.time()), callback)
+        # Convert once, at arming time: the wait runs on the loop's monotonic clock. The wall
+        # clock is read first: the time that passes before the loop's clock is read then makes
+        # the wait longer, never shorter (read the other way round, a callback armed for a due
+        # ran that much before it, found it not due yet, and waited another loop timeout).
+        wall = time.time()
+        return loop.call_at(loop.time() + max(0.0, when - wall), callback)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

@@ -1,4 +1,4 @@
-"""The one clock callback: armed for the earliest due tick, it takes due timers out of the wheel.
+"""The one clock callback: armed for the earliest due, it takes due timers out of the wheel.
 
 :class:`Trigger` keeps exactly one callback on the engine's clock (none when idle). When it
 fires, every timer due by the wall clock leaves the wheel in (tick, version) order and goes to
@@ -6,17 +6,22 @@ fires, every timer due by the wall clock leaves the wheel in (tick, version) ord
 retention are forgotten and the next callback is armed. Between callbacks, the wheel's staged
 cascades run a budget per loop callback, so no callback moves a big slot at once.
 
-**The tick in progress.** A timer's tick is its due time rounded up to the tick, and a callback
-is armed for the end of a tick; the loop's own timers wake late by up to a millisecond
-(``epoll`` rounds its timeout up), so a callback usually runs inside the next tick, when part of
-that tick's timers are due already. Each callback also takes the tick in progress out of the
-wheel: those due by the wall clock go on now, the others are **held** here until a later
-callback (at the latest at that tick's end) finds them due. Without it a timer waited for its
-tick's end and then for the loop's rounding: twice the lateness of ``call_at``. A held timer is
+**Armed for the earliest due, not a tick's end.** The loop's own timers wake late by up to a
+millisecond (``epoll`` rounds its timeout up to the next whole millisecond, then the kernel adds
+its timer slack), so the callback is armed as early as a timer can be due: the **start** of the
+wheel's next tick (a timer's tick is its due rounded up, so it is due after that tick's start),
+or the exact due of the earliest timer held here (below), whichever is first. Each callback
+takes the tick in progress out of the wheel: those due by the wall clock go on now, the others
+are **held** here, and the callback is armed for the earliest of them. Armed for a tick's end,
+a timer waited for its tick's end and then for the loop's rounding: twice the lateness of
+``call_at`` for a lone timer; and timers that fell due while a callback ran waited for the next
+one, a millisecond later. Armed for a due that passed while the callback ran, the loop runs it
+again at once, as it runs ``call_at`` callbacks that fell due meanwhile. A held timer is
 PENDING and counted as queued (``Timer.where == QUEUED``), as in the starter's queue, so a
 cancel or a replace takes it out the same way (its entry here goes stale and is dropped).
 
-Guaranteed: no timer is handed on before its due time by the clock; held ones keep their order.
+Guaranteed: no timer is handed on before its due time by the clock; held ones are handed on in
+(due, version) order, the earliest first (the one that waited longest since its due).
 
 Everything here runs on the loop thread; nothing awaits.
 """
@@ -24,12 +29,17 @@ Everything here runs on the loop thread; nothing awaits.
 from __future__ import annotations
 
 import asyncio
+import math
+import operator
 from collections.abc import Callable
+from typing import Final
 
 from wheel_engine.clock import Cancellable, Clock
 from wheel_engine.timer import QUEUED, Timer
 from wheel_engine.timers import TimerTable
 from wheel_engine.wheel.entry import DETACHED
+
+_by_due: Final = operator.attrgetter("due")  # the held list's sort key: earliest due first
 
 
 def _nothing_due(batch: list[Timer], now: float) -> None:
@@ -39,8 +49,8 @@ def _nothing_due(batch: list[Timer], now: float) -> None:
 class Trigger:
     """Arms the clock for the table's wheel; see the module docstring.
 
-    ``armed_tick`` is the tick the armed callback is for (None: none armed); a caller that
-    inserted an earlier timer calls :meth:`arm`.
+    ``armed_tick``: a timer whose tick is below it may be due before the armed callback runs
+    (None: none armed); a caller that inserted such a timer calls :meth:`arm`.
     """
 
     def __init__(self, table: TimerTable, clock: Clock, clock_check: float | None) -> None:
@@ -54,8 +64,10 @@ class Trigger:
         self._on_due: Callable[[list[Timer], float], None] = _nothing_due
         self._loop: asyncio.AbstractEventLoop | None = None
         self._staging = False  # an idle-time staging callback is queued
-        self._held: list[Timer] = []  # of the tick in progress, not due yet (see module doc)
-        self._held_tick = 0  # the tick by whose end every held timer is due
+        self._held: list[Timer] = []  # not due yet, in due order (see the module docstring)
+        self._armed_for = 0.0  # the wall time the armed callback was wanted at
+        self._asked_at = -math.inf  # the time last asked of the clock's call_at
+        self._not_before = -math.inf  # after a callback the loop ran early: no arming before
 
     def start(
         self, loop: asyncio.AbstractEventLoop, on_due: Callable[[list[Timer], float], None]
@@ -65,8 +77,14 @@ class Trigger:
         self._loop = loop
         self._on_due = on_due
         self.started = True
-        self.arm()
-        loop.call_soon(self.on_tick)
+        loop.call_soon(self._first_tick)
+
+    def _first_tick(self) -> None:
+        """At start: take overdue timers at once. A callback that a ``schedule()`` armed before
+        this ran is cancelled: :meth:`on_tick` arms the one callback."""
+        self.disarm()
+        self._asked_at = -math.inf  # this run was not asked for a time: it cannot be early
+        self.on_tick()
 
     def stop(self) -> None:
         """No callback runs any more (the engine is closing or abandoned)."""
@@ -74,10 +92,33 @@ class Trigger:
         self.disarm()
 
     def arm(self) -> None:
-        """Keep exactly one clock callback, for the earliest due tick (none when idle)."""
+        """Keep exactly one clock callback, for the earliest time a timer can be due (none when
+        idle): the start of the wheel's next tick or the earliest held due."""
         if self.closing or not self.started:
             return
+        when = self._earliest_due()
+        if when is None:
+            self.disarm()
+            return
+        if when == self._armed_for and self._armed is not None:
+            return
+        self.disarm()
+        self._armed_for = when
+        # A timer of a tick below this one may be due before ``when`` (ceil: when in doubt,
+        # the caller arms again, which costs a comparison).
+        self.armed_tick = math.ceil(when / self._table.tick) + 1
+        if when < self._not_before:
+            when = self._not_before
+        if self._clock_check is not None:
+            # A wall clock set forward is noticed within clock_check seconds.
+            when = min(when, self._clock.time() + self._clock_check)
+        self._asked_at = when
+        self._armed = self._clock.call_at(when, self.on_tick)
+
+    def _earliest_due(self) -> float | None:
+        """The earliest wall time at which a timer in the wheel or held here may be due."""
         wheel = self._table.wheel
+        when: float | None = None
         next_tick = wheel.next_tick()
         if next_tick is not None:
             # The wheel stages a coming slot's cascade a budget at a time inside advance();
@@ -86,19 +127,22 @@ class Trigger:
             work_tick = wheel.next_work_tick()
             if work_tick is not None and work_tick < next_tick:
                 next_tick = work_tick
-        if self._held and (next_tick is None or self._held_tick < next_tick):
-            next_tick = self._held_tick
-        if next_tick == self.armed_tick and self._armed is not None:
-            return
-        self.disarm()
-        if next_tick is None:
-            return
-        when = next_tick * self._table.tick
-        if self._clock_check is not None:
-            # A wall clock set forward is noticed within clock_check seconds.
-            when = min(when, self._clock.time() + self._clock_check)
-        self.armed_tick = next_tick
-        self._armed = self._clock.call_at(when, self.on_tick)
+            when = self._start_of(next_tick)
+        held = self._held
+        if held and (when is None or held[0].due < when):
+            when = held[0].due  # perhaps a stale entry's: that callback drops it
+        return when
+
+    def _start_of(self, tick: int) -> float:
+        """The earliest wall time at which :meth:`on_tick` takes ``tick`` out of the wheel: where
+        ``table.tick_floor`` reads ``tick - 1``. Rounding may put ``(tick - 1) * table.tick`` a
+        hair before that; a callback armed there would find nothing to take and arm again for
+        the same time, forever on a clock that does not move by itself."""
+        size = self._table.tick
+        start = (tick - 1) * size
+        while math.floor(start / size) < tick - 1:
+            start = math.nextafter(start, math.inf)
+        return start
 
     def disarm(self) -> None:
         if self._armed is not None:
@@ -114,12 +158,21 @@ class Trigger:
             return
         table = self._table
         now = self._clock.time()
+        if now < self._asked_at:
+            # The loop ran it before the time asked (uvloop rounds a delay to the nearest
+            # millisecond, so its timers run up to half of one early). Armed again for a due
+            # that close, it would run at once, and again: a busy loop until the due. So the
+            # next callback is a tick from now at the soonest: late by up to a tick on such a
+            # loop, never early.
+            self._not_before = now + table.tick
+        else:
+            self._not_before = -math.inf
         current = table.tick_floor(now) + 1  # the tick in progress
         batch = table.wheel.advance(current)
         if self._held:
             batch = self._release(now, batch)
         if batch and batch[-1].tick >= current:
-            batch = self._hold(now, batch, current)
+            batch = self._hold(now, batch)
         if batch:
             self._on_due(batch, now)
         table.purge_finished(now)
@@ -129,36 +182,41 @@ class Trigger:
             assert self._loop is not None
             self._loop.call_soon(self.stage)
 
-    def _hold(self, now: float, batch: list[Timer], current: int) -> list[Timer]:
+    def _hold(self, now: float, batch: list[Timer]) -> list[Timer]:
         """Keep the timers of ``batch`` not due by ``now``; return the due ones, in order."""
         due: list[Timer] = []
         held = self._held
+        before = len(held)
         for timer in batch:
             if timer.due > now:
                 timer.where = QUEUED
                 held.append(timer)
             else:
                 due.append(timer)
-        self._table.queued += len(batch) - len(due)
-        self._held_tick = current
+        self._table.queued += len(held) - before
+        if len(held) > 1:
+            held.sort(key=_by_due)  # stable: equal dues keep their (version) order
         return due
 
     def _release(self, now: float, batch: list[Timer]) -> list[Timer]:
-        """The held timers due by ``now`` (stale entries dropped), followed by ``batch``."""
+        """The held timers due by ``now`` (stale entries dropped), followed by ``batch``.
+
+        The held list is in due order, so the due ones are its head; a stale entry (its timer
+        cancelled or replaced while held) is dropped when it reaches the head."""
+        held = self._held
         due: list[Timer] = []
-        kept: list[Timer] = []
-        for timer in self._held:
-            if timer.where != QUEUED:  # cancelled or replaced while it was held
-                continue
+        taken = 0
+        for timer in held:
             if timer.due > now:
-                kept.append(timer)
-            else:
+                break
+            taken += 1
+            if timer.where == QUEUED:  # else cancelled or replaced while it was held
                 timer.where = DETACHED
                 due.append(timer)
-        self._table.queued -= len(due)
-        self._held = kept
+        del held[:taken]
         if not due:
             return batch
+        self._table.queued -= len(due)
         due.extend(batch)
         return due
 

@@ -77,7 +77,11 @@ class VirtualClock:
         return self._monotonic + self._offset
 
     def call_at(self, when: float, callback: Callable[[], None]) -> _Handle:
-        monotonic_when = self._monotonic + max(0.0, when - self.time())
+        # max(now, when - offset) rather than now + (when - time()): one rounding instead of
+        # three, so the callback reads ``time() == when`` exactly (when and the offset are
+        # within a factor of two, as with any realistic epoch) and never a hair before it,
+        # which the engine would take for a loop that runs its timers early.
+        monotonic_when = max(self._monotonic, when - self._offset)
         handle = _Handle(monotonic_when, callback)
         heapq.heappush(self._heap, (monotonic_when, next(self._counter), handle))
         return handle
