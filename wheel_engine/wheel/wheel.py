@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 from .entry import DETACHED, DUE, OVERFLOW, ItemEntry, WheelEntry, by_seq, by_tick_seq
@@ -162,11 +161,6 @@ class TimingWheel(Generic[T]):
             if nxt is None or tick < nxt:
                 self._next = tick
         return entry
-
-    def insert_entries(self, entries: Iterable[WheelEntry[T]]) -> None:
-        """:meth:`insert_entry` for each of ``entries``, in one call (recovery's bulk load)."""
-        for entry in entries:
-            self.insert_entry(entry)
 
     def _place(self, entry: WheelEntry[T]) -> None:
         tick = entry.tick
