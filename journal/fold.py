@@ -27,15 +27,11 @@ from journal import codec
 from journal.checksum import sealed_data
 from journal.errors import JournalCorrupt
 from journal.records import Kind
-from journal.rules import FOLD, schedule_rule
+from journal.rules import FOLD, not_num, schedule_rule
 from journal.state import STATES, RowFactory, RowT, TimerRow
 
 __all__ = ["fold_records", "fold_sealed", "fold_snapshot"]
 
-_NUM: Final = (float, int)
-_OPT_NUM: Final = (float, int, type(None))
-_OPT_STR: Final = (str, type(None))
-_OPT_BYTES: Final = (bytes, type(None))
 _BODY: Final = itemgetter(3)  # a snapshot row's body
 _BODY_OF_RECORD: Final = itemgetter(1)  # a ``(kind, body)`` record row's body
 _SCHEDULE: Final = int(Kind.SCHEDULE)  # the kind of most records: its rule is called directly
@@ -168,10 +164,6 @@ def fold_snapshot(
         values = unpacker
     else:  # schema 1: no checksums, so each body is decoded on its own (exact framing)
         values = map(_as_sealed_v1, rows)
-    num = _NUM
-    opt_num = _OPT_NUM
-    opt_str = _OPT_STR
-    opt_bytes = _OPT_BYTES
     states = STATES
     n_states = len(STATES)
     new_row = make
@@ -179,34 +171,38 @@ def fold_snapshot(
     bad = _Bad
     key: Any = None
     try:
-        for (key, state, updated_at, _), (
-            version,
-            handler,
-            due,
-            payload,
-            attempts,
-            last_error,
-            first_attempt_at,
-            stored_key,
-            stored_state,
-            stored_updated_at,
-            _crc,
-        ) in zip(rows, values, strict=True):
+        for row, value in zip(rows, values, strict=True):
+            # Read by index from typed tuples (see fold_sealed); a value that is not an 11-tuple
+            # is a damaged row, diagnosed below.
+            column: tuple[Any, ...] = row
+            stored: tuple[Any, ...] = value
+            if len(stored) != 11:
+                raise bad
+            key = column[0]
+            state = column[1]
+            updated_at = column[2]
+            version = stored[0]
+            handler = stored[1]
+            due = stored[2]
+            payload = stored[3]
+            attempts = stored[4]
+            last_error = stored[5]
+            first_attempt_at = stored[6]
             if (
-                stored_key != key
-                or stored_state != state
-                or stored_updated_at != updated_at
+                stored[7] != key
+                or stored[8] != state
+                or stored[9] != updated_at
                 or type(key) is not str
                 or type(state) is not int
                 or not 0 <= state < n_states
-                or type(updated_at) not in num
+                or not_num(updated_at)
                 or type(version) is not int
                 or type(handler) is not str
-                or type(due) not in num
-                or type(payload) not in opt_bytes
+                or not_num(due)
+                or (payload is not None and type(payload) is not bytes)
                 or type(attempts) is not int
-                or type(last_error) not in opt_str
-                or type(first_attempt_at) not in opt_num
+                or (last_error is not None and type(last_error) is not str)
+                or (first_attempt_at is not None and not_num(first_attempt_at))
             ):
                 raise bad
             if version > max_version:

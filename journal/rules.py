@@ -30,20 +30,19 @@ from journal.state import (
     TimerRow,
 )
 
-__all__ = ["FOLD", "FoldRule", "apply", "schedule_rule"]
+__all__ = ["FOLD", "FoldRule", "apply", "not_num", "schedule_rule"]
 
 #: ``rule(timers, fields, make) -> the highest version the record names``; folds in place.
 #: ``make`` builds the row a schedule adds (:data:`RowFactory`); the other rules only change
 #: rows. ``timers`` holds rows that ``make`` built.
 FoldRule = Callable[[dict[str, Any], Any, RowFactory[Any]], int]
 
-_NUM: Final = (float, int)  # a time or due: ``int`` is accepted, ``bool`` is not
 _intern: Final = sys.intern  # one str object per handler name, not one per timer
 
 
-def _not_num(value: object) -> bool:
+def not_num(value: object) -> bool:
     """Not a time or a due (a float or an int; ``bool`` is not one). Two identity tests rather
-    than ``type(value) in _NUM``, which compiled code runs as generic comparisons."""
+    than ``type(value) in (float, int)``, which compiled code runs as generic comparisons."""
     kind = type(value)
     return kind is not float and kind is not int
 
@@ -68,9 +67,9 @@ def schedule_rule(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerR
         type(key) is not str
         or type(version) is not int
         or type(handler) is not str
-        or _not_num(due)
+        or not_num(due)
         or (payload is not None and type(payload) is not bytes)
-        or _not_num(at)
+        or not_num(at)
     ):
         raise Malformed
     row = make(key, version, _intern(handler), due, payload, PENDING, 0, None, None, at)
@@ -83,7 +82,7 @@ def schedule_rule(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerR
 def _cancel(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """The live version -> CANCELED."""
     key, version, at = f
-    if type(key) is not str or type(version) is not int or type(at) not in _NUM:
+    if type(key) is not str or type(version) is not int or not_num(at):
         raise Malformed
     row = timers.get(key)
     if row is not None and row.version == version:
@@ -95,12 +94,7 @@ def _cancel(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) ->
 def _attempt(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """The live version -> RUNNING as attempt ``attempt``; attempt 1 starts the retry clock."""
     key, version, attempt, at = f
-    if (
-        type(key) is not str
-        or type(version) is not int
-        or type(attempt) is not int
-        or type(at) not in _NUM
-    ):
+    if type(key) is not str or type(version) is not int or type(attempt) is not int or not_num(at):
         raise Malformed
     row = timers.get(key)
     if row is not None and row.version == version:
@@ -115,7 +109,7 @@ def _attempt(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -
 def _ack(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """The live version -> SUCCEEDED."""
     key, version, at = f
-    if type(key) is not str or type(version) is not int or type(at) not in _NUM:
+    if type(key) is not str or type(version) is not int or not_num(at):
         raise Malformed
     row = timers.get(key)
     if row is not None and row.version == version:
@@ -132,8 +126,8 @@ def _retry(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> 
         or type(version) is not int
         or type(attempt) is not int
         or type(error) is not str
-        or type(due) not in _NUM
-        or type(at) not in _NUM
+        or not_num(due)
+        or not_num(at)
     ):
         raise Malformed
     row = timers.get(key)
@@ -154,7 +148,7 @@ def _dead(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> i
         or type(version) is not int
         or type(attempt) is not int
         or type(error) is not str
-        or type(at) not in _NUM
+        or not_num(at)
     ):
         raise Malformed
     row = timers.get(key)
@@ -173,8 +167,8 @@ def _redrive(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -
         type(key) is not str
         or type(version) is not int
         or type(new_version) is not int
-        or type(due) not in _NUM
-        or type(at) not in _NUM
+        or not_num(due)
+        or not_num(at)
     ):
         raise Malformed
     row = timers.get(key)
