@@ -7,7 +7,8 @@ from journal.journal import Durability, Journal
 from journal.reader import CheckReport, JournalInfo
 from journal.records import Ack, Attempt, Cancel, Dead, Kind, Record, Redrive, Retry, Schedule
 from journal.recovery import Recovered
-from journal.state import TimerRow, TimerState, apply
+from journal.rules import apply
+from journal.state import TimerRow, TimerState
 
 __all__ = [
     "Ack",

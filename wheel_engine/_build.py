@@ -42,6 +42,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.wheel.staging",
     "wheel_engine.wheel.wheel",
     "wheel_engine.timer",
+    "wheel_engine.restoring",
     "wheel_engine.firing",
     "wheel_engine.scheduling",
     "wheel_engine.plain_requests",
@@ -54,8 +55,10 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.events",
     "wheel_engine.handlers",
     "wheel_engine.retry",
+    "journal.rules",
     "journal.codec",
     "journal.writer",
+    "journal.fold",
 )
 
 #: Set to ``1`` at build time to build pure Python even where a C compiler and mypy are there.

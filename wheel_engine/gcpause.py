@@ -20,8 +20,20 @@ BULK = 1000  # below this many objects a pause is not worth it
 
 
 @contextmanager
-def gc_paused(size: int) -> Iterator[None]:
-    """Pause the cyclic collector for a bulk section of ``size`` items (if it was enabled)."""
+def gc_paused(size: int, *, keep: bool = False) -> Iterator[None]:
+    """Pause the cyclic collector for a bulk section of ``size`` items (if it was enabled).
+
+    ``keep``: the section's objects are kept for long (a recovery's timers). Without it, the
+    first allocation after the pause runs a young-generation collection that walks every
+    object the section made (measured: 0.14 s for 1M recovered timers, inside
+    ``Engine.start()``), and the next middle-generation one walks them again, to no avail.
+    With it, the survivors move straight to the oldest generation, by ``gc.freeze()`` then
+    ``gc.unfreeze()`` (two list splices, O(1)), as two collections would have moved them; the
+    next full collection looks at them as it would have. The process's other young objects
+    move with them: cyclic garbage among those waits for the next full collection instead of
+    the next young one. Skipped when the process has frozen objects of its own
+    (``gc.get_freeze_count()``): those must stay frozen.
+    """
     if size < BULK or not gc.isenabled():
         yield
         return
@@ -29,4 +41,7 @@ def gc_paused(size: int) -> Iterator[None]:
     try:
         yield
     finally:
+        if keep and not gc.get_freeze_count():
+            gc.freeze()
+            gc.unfreeze()
         gc.enable()

@@ -127,7 +127,8 @@ class LocalStorage:
 
     async def open(self, path: str, durability: Literal["full", "normal"], clock: Clock) -> None:
         """Open and recover the journal at ``path`` into the table."""
-        with gc_paused(BULK):  # recovery and restore: every object they make stays alive
+        # Recovery and restore: every object they make stays alive, for long.
+        with gc_paused(BULK, keep=True):
             recovered = await self._commits.open(path, durability)
             self._scheduler.next_version = recovered.max_version + 1
             self._table.restore(recovered, clock.time(), path)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.model import TimerInfo, TimerState
+from wheel_engine.restoring import place_recovered
 from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer, ticked
 from wheel_engine.wheel import TimingWheel
 from wheel_engine.wheel.entry import DETACHED
@@ -232,33 +233,21 @@ class TimerTable:
         Recovery made them as engine timers (:func:`~wheel_engine.timer.recovered_timer`), has
         turned RUNNING ones into PENDING ones and listed them as ``interrupted``: those are
         crash suspects (see ``Starter.suspect_started``). Pending ones go into the wheel in one
-        call, finished ones enter the retention window in the journal's own order.
+        compiled pass (:mod:`wheel_engine.restoring`), finished ones enter the retention window
+        in the journal's own order.
         """
         recovered_timers = recovered.timers
         # The index by key is shared with the request checker, so it is filled, not replaced.
         self.timers.update(recovered_timers)
-        handlers = self.handlers
-        tick = self.tick
-        ceil = math.ceil
-        waiting: list[Timer] = []
-        finished: list[Timer] = []
-        parked = 0
-        for timer in recovered_timers.values():  # one pass, nothing per timer but placing it
-            state = timer.state
-            if state is PENDING:
-                if timer.handler in handlers:
-                    timer.tick = ceil(timer.due / tick)  # as insert(): never before the due
-                    waiting.append(timer)
-                else:
-                    self.park(timer)
-                    parked += 1
-            elif state is DEAD:
-                self.dead[timer.key] = timer
-            else:
-                finished.append(timer)
-        self.wheel.insert_entries(waiting)
+        # One compiled pass: pending timers go into the wheel, the others are listed.
+        placed = place_recovered(recovered_timers, self.handlers, self.tick, self.wheel)
+        for timer in placed.parked:
+            self.park(timer)
+        for timer in placed.dead:
+            self.dead[timer.key] = timer
+        finished = placed.finished
         counts = Counter(timer.state for timer in finished)
-        counts[PENDING] = len(waiting) + parked
+        counts[PENDING] = placed.in_wheel + len(placed.parked)
         counts[DEAD] = len(self.dead)  # empty before: restore runs once, at start
         # The retention window forgets from the front. The journal's compaction orders finished
         # rows the same way, by (updated_at, key), so both keep the same ones.

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from journal import Journal
 from journal.records import Ack, Attempt, Cancel, Dead, Record, Redrive, Retry, Schedule
-from journal.state import PENDING, RUNNING, TimerRow, apply
+from journal.rules import apply
+from journal.state import PENDING, RUNNING, TimerRow
 
 keys = st.sampled_from(["a", "b", "c", "d"])
 versions = st.integers(min_value=1, max_value=8)

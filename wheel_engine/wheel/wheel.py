@@ -164,7 +164,8 @@ class TimingWheel(Generic[T]):
         return entry
 
     def insert_entries(self, entries: Iterable[WheelEntry[T]]) -> None:
-        """:meth:`insert_entry` for each of ``entries``, in one call (recovery's bulk load)."""
+        """:meth:`insert_entry` for each of ``entries``, in one call (``schedule_many``'s batch,
+        whose ticks are set)."""
         for entry in entries:
             self.insert_entry(entry)
 
