@@ -53,6 +53,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.events",
     "wheel_engine.handlers",
     "wheel_engine.retry",
+    "wheel_engine.validation",
     "journal.codec",
 )
 
