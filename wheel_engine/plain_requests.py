@@ -21,13 +21,10 @@ from __future__ import annotations
 
 from typing import Any, Final, cast
 
-from wheel_engine.validation import MAX_TIME
+from wheel_engine.validation import LAST_SECOND, MAX_TIME
 
 #: What :func:`plain_due` returns for a request it leaves to the checker (no due time is < 0).
 NOT_PLAIN: Final = -1.0
-#: :data:`~wheel_engine.validation.MAX_TIME` as an int (it is a whole second), so an ``int``
-#: time is compared exactly, as the checker compares it, and never converted while too large.
-MAX_WHOLE_TIME: Final = int(MAX_TIME)
 
 
 def plain_due(request: object, handlers: dict[str, Any], now: float) -> float:
@@ -62,5 +59,5 @@ def seconds(value: object) -> float:
         return number if 0.0 <= number <= MAX_TIME else NOT_PLAIN
     if kind is int:
         whole = cast(int, value)
-        return float(whole) if 0 <= whole <= MAX_WHOLE_TIME else NOT_PLAIN
+        return float(whole) if 0 <= whole <= LAST_SECOND else NOT_PLAIN
     return NOT_PLAIN

@@ -11,14 +11,20 @@ anything in memory or the journal. What is guaranteed of a value that passed:
 - a payload is msgpack that decodes back to a value that encodes to the very same bytes. That
   decoded value is what handlers get, before and after a restart alike (arrays come back as
   lists, as msgpack has it).
+
+The module is compiled with mypyc (``_build.py``), and still raises exactly what it raises
+interpreted: compiled code checks each argument against its annotation on entry (a
+``TypeError`` of mypyc's own wording), so every parameter that can hold a user's value is
+``object`` or ``Any`` and is narrowed inside, by the checks that give the documented errors.
+``tests/test_build.py`` holds the compiled build to that contract.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgpack
 
@@ -28,13 +34,18 @@ from wheel_engine.errors import DuplicateKey, UnknownHandler
 if TYPE_CHECKING:
     from wheel_engine.timer import Timer
 
-ON_CONFLICT = ("replace", "keep", "error")
+# Final: compiled code reads these as constants, not by a lookup in the module's dict.
+#: What ``on_conflict`` may say (``schedule()`` documents each).
+ON_CONFLICT: Final = ("replace", "keep", "error")
 #: The keywords a request of ``schedule_many`` may hold: ``schedule()``'s.
-REQUEST_KEYS = frozenset({"handler", "at", "delay", "payload", "key", "on_conflict"})
+REQUEST_KEYS: Final = frozenset({"handler", "at", "delay", "payload", "key", "on_conflict"})
 #: The latest due time accepted: 9999-12-31T23:59:59Z, the last second a ``datetime`` can show.
-MAX_TIME = 253_402_300_799.0
+MAX_TIME: Final = 253_402_300_799.0
+#: MAX_TIME as an int, to compare an int due time with (exactly the same bound).
+LAST_SECOND: Final = 253_402_300_799
 
-_new_tuple = tuple.__new__
+#: Builds a ``ScheduleRequest`` without the named tuple's Python-level ``__new__``.
+_new_tuple: Final = tuple.__new__
 
 
 class ScheduleRequest(NamedTuple):
@@ -54,17 +65,18 @@ _pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 
 
 def check_engine_options(
-    tick: float,
-    durability: str,
-    max_concurrency: int,
-    retention: float,
-    max_retained: int,
-    max_error_bytes: int,
-    admin: bool = False,
+    tick: Any,
+    durability: Any,
+    max_concurrency: Any,
+    retention: Any,
+    max_retained: Any,
+    max_error_bytes: Any,
+    admin: Any = False,
     path: object = None,
 ) -> None:
     """``Engine()``'s own arguments: ``ValueError`` for any out of range (or ``admin=True``
-    without a journal ``path``)."""
+    without a journal ``path``). Every argument is ``Any``: each is compared as Python
+    compares it (a ``tick="x"`` fails in ``>``, as it would interpreted)."""
     if not (tick > 0 and math.isfinite(tick)):
         raise ValueError("tick must be a positive number of seconds")
     if durability not in ("full", "normal"):
@@ -90,7 +102,7 @@ class RequestChecker:
     __slots__ = ("_handlers", "_max_payload_bytes", "_timers")
 
     def __init__(
-        self, handlers: Mapping[str, object], timers: Mapping[str, Timer], max_payload_bytes: int
+        self, handlers: Mapping[str, object], timers: Mapping[str, Timer], max_payload_bytes: Any
     ) -> None:
         self._handlers = handlers
         self._timers = timers
@@ -99,15 +111,22 @@ class RequestChecker:
     def request(
         self,
         handler: Any,
-        at: datetime | float | None,
-        delay: float | None,
+        at: Any,
+        delay: Any,
         payload: Any,
         key: Any,
         on_conflict: Any,
-        now: float,
+        now: Any,
     ) -> ScheduleRequest:
         """Check one request completely; nothing is changed. Raises on anything wrong:
         ``UnknownHandler``, ``DuplicateKey``, ``ValueError``, ``TypeError`` (see ``schedule()``).
+
+        Every argument is ``Any``, so the compiled build checks no type on the way in: each
+        value meets the same checks (and Python's own operators) as it does interpreted, and
+        raises the same exception with the same message. ``now`` (the clock's epoch seconds)
+        too, here and in :meth:`each` and :func:`due_time`: a clock's int stays an int in
+        ``now + delay``, as it would interpreted, and a batch's float is not re-boxed per
+        request.
         """
         handler = check_name(handler, "handler")
         if handler not in self._handlers:
@@ -116,17 +135,22 @@ class RequestChecker:
             raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
         # schedule()'s hot path: a plain number in range for exactly one of delay and at needs
         # none of due_time's calls (which give the same value, or raise with the reason).
+        # type() reads the type in C (``.__class__`` is an attribute lookup); an exact float
+        # is narrowed, so compiled code compares it as a C double (NaN fails both bounds).
         if at is None:
-            kind = delay.__class__
-            if (kind is float or kind is int) and 0 <= delay <= MAX_TIME:  # type: ignore[operator]
-                due = now + delay  # type: ignore[operator]
+            kind = type(delay)
+            if (kind is float or kind is int) and 0 <= delay <= MAX_TIME:
+                due = now + delay
                 if due > MAX_TIME:
                     due = due_time(now, at, delay)  # raises, with the reason
             else:
                 due = due_time(now, at, delay)
-        elif delay is None and (at.__class__ is float or at.__class__ is int):
-            seconds: float = at  # a float or an int: checked just above
-            due = float(seconds) if 0 <= seconds <= MAX_TIME else due_time(now, at, delay)
+        elif delay is None and type(at) is float:
+            due = at if 0.0 <= at <= MAX_TIME else due_time(now, at, delay)
+        elif delay is None and type(at) is int:
+            # Compared with an int bound: compiled, int <= float converts the int to a C double
+            # first, which overflows for a huge int (due_time's ValueError says out of range).
+            due = float(at) if 0 <= at <= LAST_SECOND else due_time(now, at, delay)
         else:
             due = due_time(now, at, delay)
         if key is not None:
@@ -141,9 +165,7 @@ class RequestChecker:
         # tuple.__new__ skips NamedTuple's Python-level __new__ (one call less per schedule).
         return _new_tuple(ScheduleRequest, (handler, due, payload, data, key, on_conflict))
 
-    def batch(
-        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
-    ) -> list[ScheduleRequest]:
+    def batch(self, requests: Iterable[Any], now: Any) -> list[ScheduleRequest]:
         """:meth:`each` request of a ``schedule_many`` batch checked, plus what only a batch can
         get wrong: a key given twice when one of them says ``on_conflict="error"``."""
         checked: list[ScheduleRequest] = []
@@ -157,9 +179,7 @@ class RequestChecker:
             checked.append(valid)
         return checked
 
-    def each(
-        self, requests: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], now: float
-    ) -> Iterator[ScheduleRequest]:
+    def each(self, requests: Iterable[Any], now: Any) -> Iterator[ScheduleRequest]:
         """:meth:`request` for each request of a ``schedule_many`` batch (a mapping of
         ``schedule()``'s keywords), in order, as it is iterated; ``TypeError`` also for a
         request that is not a mapping or has an unknown keyword. A generator: one frame for
@@ -189,7 +209,7 @@ def check_version(version: object) -> None:
         raise TypeError(f"version must be an int, not {type(version).__name__}")
 
 
-def due_time(now: float, at: datetime | float | int | None, delay: float | int | None) -> float:
+def due_time(now: Any, at: object, delay: object) -> float:
     """Epoch seconds from exactly one of ``at`` and ``delay``.
 
     ``ValueError`` for both or neither, a naive datetime, and a time that is negative, NaN,
@@ -255,7 +275,7 @@ def check_key(key: object) -> str:
     return check_name(key, "key")
 
 
-def encode_payload(payload: Any, limit: int) -> tuple[bytes, Any]:
+def encode_payload(payload: Any, limit: Any) -> tuple[bytes, Any]:
     """``(msgpack bytes, decoded value)`` of a payload that is not None.
 
     ``TypeError`` if msgpack cannot encode it or it would not decode back to the same value (a
