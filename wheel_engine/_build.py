@@ -43,6 +43,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.wheel.staging",
     "wheel_engine.wheel.wheel",
     "wheel_engine.timer",
+    "wheel_engine.retention",
     "wheel_engine.restoring",
     "wheel_engine.firing",
     "wheel_engine.scheduling",

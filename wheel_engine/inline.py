@@ -133,6 +133,6 @@ class InlineRunner:
         self._stats.succeeded += 1
         if self._timers.get(key) is timer:  # not replaced while it ran
             timer.state = _SUCCEEDED
-            self._finished[key] = timer
+            self._finished.add(timer)
         if self._events.active:  # the handler subscribed: the runner stops after this one
             self._events.succeeded(timer, now, None)

@@ -133,7 +133,7 @@ class Outcomes:
             if current.get(timer.key) is timer:  # not replaced while it ran
                 timer.state = SUCCEEDED
                 timer.updated_at = now
-                finished[timer.key] = timer
+                finished.add(timer)
         events = self._events
         if events.active:  # also for a timer replaced while it ran: its attempt is acked
             for i, timer in enumerate(timers):

@@ -102,11 +102,11 @@ class Scheduler:
         version = self.next_version
         self.next_version = version + 1
         timer = Timer(key, version, request.handler, request.due, request.payload)
-        timers[key] = timer  # TimerTable.replace() inlined: schedule()'s hot path
         table = self._table
-        if previous is not None:
-            table.finished.pop(key, None)
+        if previous is not None:  # TimerTable.replace() inlined: schedule()'s hot path
+            table.finished.discard(previous)
             table.dead.pop(key, None)
+        timers[key] = timer
         table.wheel.insert_entry(ticked(timer, self._tick))  # TimerTable.insert, compiled
         trigger = self._trigger
         armed = trigger.armed_tick

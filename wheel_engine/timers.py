@@ -16,12 +16,13 @@ from __future__ import annotations
 import logging
 import math
 import operator
-from collections import Counter, OrderedDict
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.model import TimerInfo, TimerState
 from wheel_engine.restoring import place_recovered
+from wheel_engine.retention import RetentionWindow
 from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer, ticked
 from wheel_engine.wheel import TimingWheel
 from wheel_engine.wheel.entry import DETACHED
@@ -60,9 +61,9 @@ class TimerTable:
         self.retention = retention
         self.max_retained = max_retained
         self.timers: dict[str, Timer] = {}  # key -> its latest version, live or finished
-        # SUCCEEDED and CANCELED timers in finishing order, for retention. An OrderedDict: a
-        # dict would make forgetting from the front O(n) per call (iteration skips the holes).
-        self.finished: OrderedDict[str, Timer] = OrderedDict()
+        # SUCCEEDED and CANCELED timers in finishing order, for retention: a deque, so that
+        # the fire path never pays a rehash (see wheel_engine.retention).
+        self.finished = RetentionWindow(self.timers, retention, max_retained)
         self.dead: dict[str, Timer] = {}  # DEAD timers: kept until redriven or replaced
         self.unhandled: dict[str, dict[str, Timer]] = {}  # handler name -> parked due timers
         self.wheel: TimingWheel[Timer] = TimingWheel(0)
@@ -122,12 +123,13 @@ class TimerTable:
     def finish(self, timer: Timer, state: TimerState, now: float) -> None:
         """``timer`` ends in ``state``. SUCCEEDED and CANCELED ones enter the retention window
         (which forgets the oldest at once if it is full); DEAD ones are kept in ``dead``."""
+        self.finished.discard(timer)  # finishing again (it was retained): one entry counts
         timer.state = state
         timer.updated_at = now
         if state is DEAD:
             self.dead[timer.key] = timer
-        else:
-            self.finished[timer.key] = timer
+        elif self.timers.get(timer.key) is timer:  # the window counts only keys' latest versions
+            self.finished.add(timer)
             self.purge_finished(now)
 
     def purge_finished(self, now: float) -> None:
@@ -137,21 +139,7 @@ class TimerTable:
         O(1) when nothing is to be forgotten, O(1) per timer forgotten. DEAD timers are not in
         the window: they stay until redriven or replaced.
         """
-        finished = self.finished
-        if not finished:
-            return
-        horizon = now - self.retention
-        excess = len(finished) - self.max_retained
-        timers = self.timers
-        while finished:
-            key = next(iter(finished))
-            timer = finished[key]
-            if excess <= 0 and timer.updated_at > horizon:
-                return
-            del finished[key]
-            excess -= 1
-            if timers.get(key) is timer:
-                del timers[key]
+        self.finished.purge(now)
 
     def forgotten(self, timer: Timer, horizon: float) -> bool:
         """Finished before ``horizon`` (now - retention) but not purged yet (no tick or finish
@@ -184,10 +172,10 @@ class TimerTable:
     # ------------------------------------------------------------------ replacing and undoing
     def replace(self, timer: Timer, previous: Timer | None) -> None:
         """``timer`` is the key's new version (``previous``, if any, out of the wheel already)."""
-        self.timers[timer.key] = timer
         if previous is not None:
-            self.finished.pop(timer.key, None)
+            self.finished.discard(previous)
             self.dead.pop(timer.key, None)
+        self.timers[timer.key] = timer
 
     def take_back(self, timer: Timer, previous: Timer | None, now: float) -> bool:
         """A new version's commit failed: ``previous`` is the key's timer again, as it was.
@@ -196,6 +184,7 @@ class TimerTable:
         """
         if self.timers.get(timer.key) is not timer:
             return False  # replaced again meanwhile; that later call owns the key
+        self.finished.discard(timer)  # it may have run and succeeded before the commit failed
         if timer.state is PENDING:
             self.unplace(timer)
         timer.state = CANCELED  # this version never existed durably: it must not fire
@@ -209,7 +198,7 @@ class TimerTable:
         if previous.state is DEAD:
             self.dead[timer.key] = previous
         else:
-            self.finished[timer.key] = previous
+            self.finished.add(previous)
             self.purge_finished(now)
         return False
 
@@ -219,8 +208,7 @@ class TimerTable:
         # Retention may have forgotten it already (retention=0): then it comes back too.
         if timer.state is not CANCELED or (current is not timer and current is not None):
             return False
-        if self.finished.get(timer.key) is timer:
-            del self.finished[timer.key]
+        self.finished.discard(timer)
         self.timers[timer.key] = timer
         timer.state = PENDING
         self.insert(timer)
@@ -252,8 +240,7 @@ class TimerTable:
         # The retention window forgets from the front. The journal's compaction orders finished
         # rows the same way, by (updated_at, key), so both keep the same ones.
         finished.sort(key=_retention_order)
-        self.finished.clear()
-        self.finished.update((timer.key, timer) for timer in finished)
+        self.finished.reset(finished)
         self.purge_finished(now)
         timers = self.timers
         for key in recovered.interrupted:

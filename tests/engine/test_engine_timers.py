@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from wheel_engine.handlers import HandlerSpec, make_spec
 from wheel_engine.model import TimerState
+from wheel_engine.retention import COMPACT_SLACK
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.timer import QUEUED, Timer
 from wheel_engine.timers import TimerTable
@@ -105,3 +106,66 @@ def test_take_back_of_a_fresh_key_forgets_it_and_uncancel_brings_a_cancel_back()
 def test_a_timer_repr_names_it_without_recursing() -> None:
     timer = Timer("order:A1", 7, "h", 12.5, None)
     assert repr(timer) == "<Timer 'order:A1' v7 PENDING due 12.5>"
+
+
+def finished(timers: TimerTable, key: str, at: float, version: int = 1) -> Timer:
+    """A new version of ``key``, replacing the one there, SUCCEEDED at ``at``."""
+    timer = pending(key, version=version)
+    previous = timers.timers.get(key)
+    if previous is not None and previous.state is TimerState.PENDING:
+        timers.unplace(previous)
+    timers.replace(timer, previous)
+    timers.finish(timer, TimerState.SUCCEEDED, at)
+    return timer
+
+
+def test_a_replaced_version_leaves_a_stale_entry_that_does_not_count() -> None:
+    timers = table("h", retention=60.0, max_retained=2)
+    finished(timers, "a", NOW)
+    latest = finished(timers, "a", NOW + 1, version=2)  # a's first entry is stale now
+    finished(timers, "b", NOW + 2)
+    assert len(timers.finished) == 2 and list(timers.finished) == ["a", "b"]
+    finished(timers, "c", NOW + 3)  # by count: only the live "a" goes, the stale entry is dropped
+    assert list(timers.finished) == ["b", "c"] and "a" not in timers.timers
+    assert timers.finished.entries() == 2
+
+    timers = table("h", retention=60.0, max_retained=2)
+    finished(timers, "a", NOW)
+    latest = finished(timers, "a", NOW + 30, version=2)
+    timers.purge_finished(NOW + 61)  # by age: the stale entry goes, the newer version stays
+    assert list(timers.finished) == ["a"] and timers.timers["a"] is latest
+    timers.purge_finished(NOW + 91)
+    assert not timers.finished and not timers.timers and timers.finished.entries() == 0
+
+
+def test_an_uncancelled_timer_that_finishes_later_is_retained_once() -> None:
+    timers = table("h", retention=60.0, max_retained=10)
+    again = pending("c")
+    timers.timers["c"] = again
+    timers.finish(again, TimerState.CANCELED, NOW)
+    assert timers.uncancel(again) and not timers.finished  # its entry is stale now
+    finished(timers, "b", NOW + 1)
+    timers.unplace(again)
+    timers.finish(again, TimerState.SUCCEEDED, NOW + 30)  # a second entry, at the back
+    assert list(timers.finished) == ["b", "c"] and len(timers.finished) == 2
+    timers.purge_finished(NOW + 62)  # the stale front entry must not hold "b" back
+    assert list(timers.finished) == ["c"] and "b" not in timers.timers
+
+
+def test_a_version_taken_back_after_it_succeeded_leaves_the_window() -> None:
+    timers = table("h", max_retained=2)
+    old = finished(timers, "k", NOW)
+    new = finished(timers, "k", NOW + 1, version=2)  # ran before its commit failed
+    assert timers.take_back(new, old, NOW + 2) is False
+    assert list(timers.finished) == ["k"] and len(timers.finished) == 1
+    fresh = finished(timers, "f", NOW + 3)
+    assert timers.take_back(fresh, None, NOW + 4) is False
+    assert len(timers.finished) == 1 and "f" not in timers.timers
+
+
+def test_stale_entries_are_compacted_away() -> None:
+    timers = table("h", retention=3600.0, max_retained=10)
+    for version in range(1, 3 * COMPACT_SLACK):
+        finished(timers, "k", NOW + version * 1e-3, version=version)
+    assert len(timers.finished) == 1 and list(timers.finished) == ["k"]
+    assert timers.finished.entries() <= 2 + COMPACT_SLACK + 1

@@ -131,8 +131,8 @@ class Adopter:
         if timer.state is PENDING:
             table.unplace(timer)
         if table.timers.get(timer.key) is timer:
+            table.finished.discard(timer)
             del table.timers[timer.key]
-            table.finished.pop(timer.key, None)
             table.dead.pop(timer.key, None)
 
     def drop_partitions(self, partitions: Collection[int]) -> int:
