@@ -107,3 +107,25 @@ async def test_a_replaced_finished_timer_leaves_the_window() -> None:
         await engine.cancel("b")  # the window holds only "b": the live "a" is untouched
         assert engine.get("a").state is TimerState.PENDING  # type: ignore[union-attr]
         assert list(engine._table.finished) == ["b"]
+
+
+async def test_a_key_finished_replaced_and_finished_again_counts_once(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    db = tmp_path / "t.db"
+    async with engine_on(db, clock, max_retained=2, retention=60.0) as engine:
+        for key in ("a", "a", "b"):  # "a" finishes, is replaced, and finishes again
+            await engine.schedule("h", delay=100, key=key)
+            clock.jump(1)
+            await engine.cancel(key)
+        assert list(engine._table.finished) == ["a", "b"] and len(engine._table.finished) == 2
+        a = engine.get("a")
+        assert a is not None and a.version == 2
+        await engine.schedule("h", delay=100, key="c")
+        clock.jump(1)
+        await engine.cancel("c")  # by count: "a" goes; its first version's entry is no one
+        assert engine.get("a") is None and all(engine.get(k) for k in "bc")
+    async with engine_on(db, clock, max_retained=2, retention=60.0) as engine:  # a restart
+        assert list(engine._table.finished) == ["b", "c"]
+        await engine.schedule("h", delay=59.5, key="tick")  # a tick then, which purges
+        await clock.advance(59.5)  # "b" finished 60.5 s ago, "c" 59.5 s ago
+        assert "b" not in engine._table.timers and list(engine._table.finished) == ["c", "tick"]
