@@ -34,3 +34,15 @@ def test_import_is_quiet_and_light() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+def test_no_module_of_the_library_is_over_400_lines() -> None:
+    """The house rule (a module per concept, none over 400 lines), checked: a merge once left
+    ``scheduling.py`` at 409 lines unnoticed."""
+    too_long = {
+        str(path.relative_to(ROOT)): count
+        for package in ("wheel_engine", "journal")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (count := len(path.read_text().splitlines())) > 400
+    }
+    assert too_long == {}

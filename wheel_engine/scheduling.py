@@ -34,7 +34,7 @@ from wheel_engine.events import EventBus
 from wheel_engine.firing import Trigger
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
-from wheel_engine.plain_requests import plain_due
+from wheel_engine.plain_requests import plain_head
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL, Timer, ticked
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
@@ -263,25 +263,15 @@ class Scheduler:
         """One pass over a batch of new keys: each request checked, its timer and (durable) its
         journal row built (nothing is put anywhere yet), or None for a batch the general path
         takes. Raises as :meth:`RequestChecker.batch` would, before anything changes. The
-        batch's head of :func:`plain_due` requests skips the checker (a plain one is never bad);
-        from the first other request on, each goes through it."""
+        batch's head of plain requests skips the checker (:func:`plain_head`: a plain one is
+        never bad); from the first other request on, each goes through it."""
         durable = self._commits.journal is not None
         prefix, tick, handlers = self._key_prefix, self._tick, self._table.handlers
         serial = next(self._key_counter)  # engine-made keys: "<prefix>-<serial>", counting up
         version = self.next_version
-        made: list[Timer] = []
-        rows: list[Row] = []
-        for request in requests:
-            due = plain_due(request, handlers, now)
-            if due < 0.0:
-                break
-            key = f"{prefix}-{serial}"
-            handler: str = request["handler"]
-            made.append(ticked(Timer(key, version, handler, due, None), tick))
-            if durable:
-                rows.append(schedule_row(key, version, handler, due, None, now))
-            serial += 1
-            version += 1
+        made, rows = plain_head(requests, handlers, now, (prefix, serial, version), tick, durable)
+        serial += len(made)
+        version += len(made)
         if len(made) < len(requests):
             timers, given = self._timers, set[str]()
             for valid in check.each(requests[len(made) :] if made else requests, now):
