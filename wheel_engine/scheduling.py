@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 import secrets
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from typing import Any
@@ -71,7 +70,6 @@ class Scheduler:
         self.next_version = 1  # recovery sets it above the journal's highest
         self._table = table
         self._timers = table.timers  # the table's own dict, read on every schedule
-        self._insert = table.insert
         self._tick = table.tick  # fixed for the engine's life
         self._commits = commits
         self._stats = stats
@@ -170,9 +168,7 @@ class Scheduler:
         timer = Timer(key, version, handler, due, request.payload)
         self._timers[key] = timer
         # TimerTable.insert, inline: its interpreted frame was about 3,000 instructions a call.
-        table = self._table
-        timer.tick = math.ceil(due / table.tick)
-        table.wheel.insert_entry(timer)
+        self._table.wheel.insert_entry(ticked(timer, self._tick))
         trigger = self._trigger
         armed = trigger.armed_tick
         if armed is None or timer.tick < armed:

@@ -142,8 +142,10 @@ class Timer(WheelEntry["Timer"]):
 
 
 def ticked(timer: Timer, tick: float) -> Timer:
-    """``timer`` with its wheel tick set as ``TimerTable.insert`` sets it, for a bulk insert
-    (``TimingWheel.insert_entries``): its due rounded up to a tick, never before the due."""
+    """``timer`` with its wheel tick set for an insert into the wheel: its due rounded up to a
+    tick, so the tick never starts before the due. Every insert sets it so (``TimerTable.insert``,
+    the schedule paths that insert themselves, a batch's ``TimingWheel.insert_entries``,
+    restore)."""
     timer.tick = math.ceil(timer.due / tick)
     return timer
 

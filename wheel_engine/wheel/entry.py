@@ -16,8 +16,6 @@ OVERFLOW: Final = -3
 
 #: Sort key of the entries of one tick: by ``seq``.
 by_seq = attrgetter("seq")
-#: Sort key of entries of several ticks: by ``(tick, seq)``, the order the wheel hands out.
-by_tick_seq = attrgetter("tick", "seq")
 
 
 class WheelEntry(Generic[T]):
@@ -65,7 +63,7 @@ def hand_out(entries: list[WheelEntry[T]], out: list[T]) -> None:
     """Append the items of ``entries`` to ``out`` in ``(tick, seq)`` order, each entry marked
     :data:`DETACHED` (handed out). Equal ``(tick, seq)`` pairs keep their order in ``entries``.
 
-    Why not ``entries.sort(key=by_tick_seq)``: that key makes a tuple per entry and each of the
+    Why not one sort keyed by ``(tick, seq)``: that key makes a tuple per entry and each of the
     ``n log n`` comparisons compares two tuples; a slot handed out whole holds up to a few ticks
     of every timer. Grouping by tick first leaves a sort of the (few) distinct ticks and, per
     tick, one by ``seq`` of a run that is already in order when the timers came in ``seq``
