@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 
 import msgpack
 import pytest
@@ -182,6 +183,21 @@ def test_seal_rows_seals_like_seal_record_from_the_first_seq() -> None:
     ]
     assert codec.seal_rows(first, rows) == expected
     assert codec.seal_rows(1, []) == []
+
+
+def test_seal_rows_hands_sqlite_bytearrays_which_it_binds_without_its_adapter_lookup() -> None:
+    """sqlite3 binds exactly int, float, str and bytearray at once; a bytes parameter goes
+    through its adapter registry first (about 380 ns of a 1 µs insert). The blob stored, and
+    read back, is the same."""
+    rows = codec.encode_many([Schedule("k", 1, "h", 5.0, None, 1.0)] * 3)
+    sealed = codec.seal_rows(70_000, rows)
+    assert [type(record) for _, _, record in sealed] == [bytearray] * 3
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE records (seq INTEGER PRIMARY KEY, kind INTEGER, body BLOB)")
+    con.executemany("INSERT INTO records VALUES (?, ?, ?)", sealed)
+    stored = con.execute("SELECT seq, kind, body FROM records ORDER BY seq").fetchall()
+    assert stored == [(seq, kind, bytes(record)) for seq, kind, record in sealed]
+    assert all(type(body) is bytes for _, _, body in stored)
 
 
 @pytest.mark.parametrize("first", [1, 120, 250, 2**16 - 100, 2**32 - 100, 2**64 - 300])
