@@ -47,6 +47,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.restoring",
     "wheel_engine.firing",
     "wheel_engine.scheduling",
+    "wheel_engine.front",
     "wheel_engine.plain_requests",
     "wheel_engine.inline",
     "wheel_engine.plain",

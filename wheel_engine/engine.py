@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -23,6 +23,8 @@ from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
 from wheel_engine.errors import EngineError
 from wheel_engine.events import EventBus, Subscriber
 from wheel_engine.firing import Trigger
+from wheel_engine.front import Front
+from wheel_engine.front import schedule as front_schedule
 from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.nodes.options import check_node_options, node_for
@@ -135,8 +137,9 @@ class Engine:
         )
         self._local = LocalStorage(self._scheduler, self._commits, self._table, self._check)
         self._storage: Storage = self._local  # Node.open() replaces it on PostgreSQL
+        durable = self.path is not None
+        self._front = Front(self.clock, self._check, self._scheduler, durable=durable)
         self._started = False
-        self._closing = False  # no new work is accepted
         self._close_begun = False
         self._closed = asyncio.Event()  # set once close() has finished
         self._admin: AdminServer | None = None  # with admin=True, once started
@@ -212,6 +215,7 @@ class Engine:
         elif self.path is not None:
             await self._local.open(self.path, self.durability, self.clock)
         self._started = True
+        self._front.open(self._storage, local=self._node is None)
         self.clock.attach(self)
         self._starter.start(loop)
         self._trigger.start(loop, self._starter.enqueue)
@@ -256,7 +260,7 @@ class Engine:
 
     def _stop(self) -> None:
         """No new work, no callback, no compaction from now on (close, or a simulated crash)."""
-        self._closing = True
+        self._front.close()
         self._trigger.stop()
         self._starter.closing = True
         self._commits.closing = True
@@ -278,12 +282,9 @@ class Engine:
 
     # ------------------------------------------------------------------ scheduling, cancelling
     def _check_open(self) -> None:
-        if not self._started:
-            raise EngineError("engine not started: use 'async with engine' or await start()")
-        if self._closing:
-            raise EngineError("engine is closing: no new work is accepted")
+        self._front.check_open()
 
-    async def schedule(
+    def schedule(
         self,
         handler: str,
         *,
@@ -292,7 +293,7 @@ class Engine:
         payload: Any = None,
         key: str | None = None,
         on_conflict: Literal["replace", "keep", "error"] = "replace",
-    ) -> TimerInfo:
+    ) -> Coroutine[Any, Any, TimerInfo]:
         """Schedule ``handler`` with ``payload`` at ``at`` or after ``delay`` seconds.
 
         Returns once the schedule is committed to the journal, with the timer as it was
@@ -308,22 +309,11 @@ class Engine:
         msgpack cannot encode or that would not decode back equal. A ``str`` subclass is taken
         as the plain ``str`` it holds. The timer holds the payload as it decodes from msgpack
         (what a restart gives too): tuples come back as lists.
+
+        A coroutine, as from an ``async def``: nothing happens until it runs (awaited, or as a
+        task). It is compiled (:mod:`wheel_engine.front`).
         """
-        self._check_open()
-        now = self.clock.time()
-        request = self._check.request(handler, at, delay, payload, key, on_conflict, now)
-        if self.path is None:  # in memory: no commit to wait for, so no coroutine to pay for
-            return self._scheduler.schedule_one(request)[0]
-        fresh = self._storage.submit_fresh(request, now)  # the common case, SQLite: no coroutine
-        if fresh is None:  # the key names a timer, or the store decides (PostgreSQL)
-            return await self._storage.schedule(request)
-        del request  # not kept alive while we wait: see Scheduler.submit_fresh
-        try:
-            await fresh[1]  # the commit
-        except BaseException:
-            self._storage.settle_fresh(fresh, False)  # undone before we raise, if it failed
-            raise
-        return self._storage.settle_fresh(fresh, True)  # as scheduled, even if it fired since
+        return front_schedule(self._front, handler, at, delay, payload, key, on_conflict)
 
     async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
         """Schedule many timers in one commit. Each request takes :meth:`schedule`'s keywords.

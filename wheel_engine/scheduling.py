@@ -44,8 +44,6 @@ from wheel_engine.workers import WorkerPool
 Change = tuple[ScheduleRequest, Timer, Timer | None]
 #: A journal row as :func:`journal.codec.schedule_row` makes it: (kind, msgpack body).
 Row = tuple[int, bytes]
-#: ``schedule()``'s common case while it commits: the new timer, its commit, its due time.
-Fresh = tuple[Timer, asyncio.Future[None], float]
 #: What ``schedule_many`` gets: a list or tuple of mappings of ``schedule()``'s keywords.
 Requests = list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...]
 
@@ -80,6 +78,8 @@ class Scheduler:
         self._events = events
         self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
         self._key_counter = itertools.count(1)
+        #: The commit of the timer :meth:`submit_fresh` last returned (read it at once).
+        self.fresh_commit: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------------ schedules
     def apply(self, request: ScheduleRequest) -> tuple[Timer, Change | None]:
@@ -140,19 +140,20 @@ class Scheduler:
             await commits.wait_committed(kept)
 
     # ------------------------------------------------------------------ the common case, fast
-    def submit_fresh(self, request: ScheduleRequest, now: float) -> Fresh | None:
+    def submit_fresh(self, request: ScheduleRequest, now: float) -> Timer | None:
         """``schedule()``'s common case in one step, or None (nothing changed) when it is not:
-        a durable engine and a key that names no timer (or none given). The timer goes into
+        a SQLite journal and a key that names no timer (or none given). The timer goes into
         memory and its row to the writer; no coroutine, list or closure is made for it. The
-        caller awaits the future (``fresh[1]``) and then calls :meth:`settle_fresh` with what
-        this returned, also when the await raised. If the journal is closed, this raises before
-        anything changes.
+        caller takes the commit's future from :attr:`fresh_commit` at once (before anything
+        else runs), awaits it and then calls :meth:`settle_fresh`, also when the await raised.
+        If the journal is closed, this raises before anything changes.
 
         Why: 10,000 concurrent ``schedule()`` calls each kept four coroutines and five lists and
         tuples alive while they waited for their commit, and the cyclic collector, which runs
         every 700 live allocations and now and then walks every object, took over half of their
-        time (see ``docs/design.md``). While it waits the caller keeps alive only the returned
-        tuple, the timer and the future (its info is made after the await).
+        time (see ``docs/design.md``). While it waits the caller (:func:`wheel_engine.front.
+        schedule`) keeps alive only its coroutine, the timer and the future: no tuple of them
+        (one more object for each collection to walk), and its info is made after the await.
         """
         journal = self._commits.journal
         key = request.key
@@ -174,19 +175,22 @@ class Scheduler:
         if armed is None or timer.tick < armed:
             trigger.arm()
         self._commits.committing[key] = future
-        return timer, future, due
+        self.fresh_commit = future
+        return timer
 
-    def settle_fresh(self, fresh: Fresh, committed: bool) -> TimerInfo:
-        """After the await of :meth:`submit_fresh`'s future, ``committed`` if the await returned
+    def settle_fresh(
+        self, timer: Timer, future: asyncio.Future[None], due: float, committed: bool
+    ) -> TimerInfo:
+        """After the await of :meth:`submit_fresh`'s ``timer``'s commit ``future`` (``due``:
+        the timer's due when it was submitted), ``committed`` if the await returned
         (the commit is done), else from the caller's ``except`` with the await's error still to
         raise: a failed commit is undone (before the caller sees the error), a successful one
         is emitted. A cancelled await (the future is cancelled with it) undoes nothing, as
         :meth:`Commits.commit_rows <wheel_engine.commits.Commits.commit_rows>` says.
 
         Returns the timer as it was scheduled, though it may have fired meanwhile: the fields
-        a firing changes are those of a new timer (due, kept in ``fresh``; PENDING, no attempt,
+        a firing changes are those of a new timer (``due``; PENDING, no attempt,
         no error), the others never change."""
-        timer, future, due = fresh
         if committed:  # the common case asks the future nothing: its await returned
             self._committed_fresh(timer, future)
         elif future.done() and not future.cancelled():  # raised, yet the commit is over

@@ -22,7 +22,7 @@ ends, and fences outcomes by the claim's epoch. So the engine's parts talk to th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from wheel_engine.gcpause import BULK, gc_paused
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from journal import Record
     from wheel_engine.clock import Clock
     from wheel_engine.commits import Commits
-    from wheel_engine.scheduling import Fresh, Scheduler
+    from wheel_engine.scheduling import Scheduler
     from wheel_engine.timer import Timer
     from wheel_engine.timers import TimerTable
     from wheel_engine.validation import RequestChecker, ScheduleRequest
@@ -45,17 +45,6 @@ class Storage(Protocol):
 
     Each returns once its change is durable (committed to the journal or the database).
     """
-
-    def submit_fresh(self, request: ScheduleRequest, now: float) -> Fresh | None:
-        """``schedule()``'s common case without a coroutine, or None (nothing changed) to take
-        :meth:`schedule` instead. The caller awaits ``fresh[1]``, then calls
-        :meth:`settle_fresh` (also when the await raised); see ``Scheduler.submit_fresh``."""
-        ...
-
-    def settle_fresh(self, fresh: Fresh, committed: bool) -> TimerInfo:
-        """After the await of :meth:`submit_fresh`'s future (``committed``: the await returned;
-        else the caller raises its error next): the timer as scheduled."""
-        ...
 
     async def schedule(self, request: ScheduleRequest) -> TimerInfo: ...
 
@@ -111,16 +100,12 @@ class LocalStorage:
     """:class:`Storage` over the SQLite journal (or none: in memory) through the engine's own
     scheduler and commit path: memory first, then committed, undone on failure."""
 
-    __slots__ = ("_check", "_commits", "_scheduler", "_table", "settle_fresh", "submit_fresh")
+    __slots__ = ("_check", "_commits", "_scheduler", "_table")
 
     def __init__(
         self, scheduler: Scheduler, commits: Commits, table: TimerTable, check: RequestChecker
     ) -> None:
         self._scheduler = scheduler
-        # The scheduler's own (bound) methods: a wrapper's frame cost about 2,000 instructions
-        # on each of 20,000 concurrent schedule() calls, twice.
-        self.submit_fresh: Callable[[ScheduleRequest, float], Fresh | None] = scheduler.submit_fresh
-        self.settle_fresh: Callable[[Fresh, bool], TimerInfo] = scheduler.settle_fresh
         self._check = check
         self._commits = commits
         self._table = table

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import wheel_engine
 from journal import JournalError
 from wheel_engine import DuplicateKey, Engine, Firing, UnknownHandler
 from wheel_engine.testing import VirtualClock
@@ -122,7 +123,8 @@ async def test_a_waiting_schedule_keeps_few_objects_alive(tmp_path: Path) -> Non
     the cyclic collector tracks adds to its work (it ran every ~700 of them and took over half
     the time of 10,000 concurrent calls). asyncio's own share (the task, its context, a weak
     reference, a bound method, the coroutine and the await's iterator) is 6; main's code before
-    the fast path kept 23 (four coroutines, three lists, two cells...)."""
+    the fast path kept 23 (four coroutines, three lists, two cells...), and until the coroutine
+    held the timer and its commit itself, 10 (a tuple of them, too)."""
     clock = VirtualClock()
     async with durable(tmp_path / "t.db", clock) as engine:
         await engine.schedule("h", delay=1)
@@ -137,7 +139,7 @@ async def test_a_waiting_schedule_keeps_few_objects_alive(tmp_path: Path) -> Non
         finally:
             gc.enable()
         await asyncio.gather(*calls)
-    assert alive <= 11, alive
+    assert alive < 9.5, alive
 
 
 async def test_a_committed_schedule_passes_no_wrapper_on_its_way(tmp_path: Path) -> None:
@@ -167,6 +169,9 @@ async def test_a_committed_schedule_passes_no_wrapper_on_its_way(tmp_path: Path)
             sys.setprofile(None)
     assert "Engine.schedule" in seen  # the profiler saw the calls
     passers = {"LocalStorage.submit_fresh", "LocalStorage.settle_fresh", "Journal.submit_rows"}
+    # Compiled, the coroutine doing the work is not a Python frame, nor is the gate's check.
+    if wheel_engine.COMPILED:
+        assert set(seen) & {"schedule", "Engine._check_open", "Front.check_open"} == set()
     asked = {
         f"Scheduler.{where} -> {what}"
         for where in ("settle_fresh", "_committed_fresh")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from journal.postgres import LiveKeyConflict, PostgresStore, StoredTimer
 from wheel_engine.clock import Clock
@@ -35,9 +35,6 @@ from wheel_engine.timer import INTERRUPT_CANCEL
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
 from wheel_engine.validation import RequestChecker, ScheduleRequest, decode_payload
 from wheel_engine.workers import WorkerPool
-
-if TYPE_CHECKING:
-    from wheel_engine.scheduling import Fresh
 
 __all__ = ["NodeScheduler", "info_of"]
 
@@ -81,13 +78,6 @@ class NodeScheduler:
         self._events = events
         self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
         self._key_counter = itertools.count(1)
-
-    def submit_fresh(self, request: ScheduleRequest, now: float) -> Fresh | None:
-        """Never: the store assigns the version, so every schedule awaits it."""
-        return None
-
-    def settle_fresh(self, fresh: Fresh, committed: bool) -> TimerInfo:
-        raise AssertionError("submit_fresh() never gives a PostgreSQL schedule to settle")
 
     async def schedule(self, request: ScheduleRequest) -> TimerInfo:
         return (await self._schedule([request]))[0]
