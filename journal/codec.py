@@ -34,6 +34,7 @@ from journal.records import KIND_OF, TYPE_OF, Kind, Record
 from journal.state import STATE_CODE, STATES, TimerRow
 
 __all__ = [
+    "SCHEDULE_KIND",
     "SHAPES",
     "SIGNATURES",
     "check_fields",
@@ -45,6 +46,7 @@ __all__ = [
     "encode_row",
     "open_record",
     "payload_problem",
+    "schedule_body",
     "schedule_row",
     "seal_record",
     "seal_rows",
@@ -110,7 +112,7 @@ def encode_many(records: Any) -> list[tuple[int, bytes]]:
     return [encode(r) for r in records]
 
 
-_SCHEDULE: Final = int(Kind.SCHEDULE)
+SCHEDULE_KIND: Final = int(Kind.SCHEDULE)  #: a Schedule row's kind, as the writer takes it
 
 
 def schedule_row(
@@ -121,7 +123,15 @@ def schedule_row(
     (the engine's schedule paths). Compiled, the annotations are checked at the call (a ``str``
     that is not one raises ``TypeError``); pure Python checks nothing, so the caller must.
     ``due`` and ``at`` must be floats: an int would be stored as an int (still decodable)."""
-    return _SCHEDULE, _packer.pack((key, version, handler, due, payload, at))
+    return SCHEDULE_KIND, schedule_body(key, version, handler, due, payload, at)
+
+
+def schedule_body(
+    key: str, version: int, handler: str, due: float, payload: bytes | None, at: float
+) -> bytes:
+    """:func:`schedule_row`'s body alone (its kind is ``Kind.SCHEDULE``)."""
+    body: bytes = _packer.pack((key, version, handler, due, payload, at))
+    return body
 
 
 def unpack(body: bytes) -> Any:
@@ -171,8 +181,11 @@ _TAIL_UINT16: Final = _kind_tails(b"\xcd", 2)  # seqs 256..65535: a 6-byte tail
 _TAIL_UINT32: Final = _kind_tails(b"\xce", 4)  # seqs 65536..2**32-1: an 8-byte tail
 
 
-def seal_rows(first: int, rows: list[tuple[int, bytes]]) -> Iterator[tuple[int, int, bytearray]]:
-    """``(seq, kind, seal_record(seq, kind, body))`` for each row, seqs from ``first`` on: the
+def seal_rows(
+    first: int, kinds: list[int], bodies: list[bytes]
+) -> Iterator[tuple[int, int, bytearray]]:
+    """``(seq, kind, seal_record(seq, kind, body))`` for each row (``kinds[i]``,
+    ``bodies[i]``; the lists are as long), seqs from ``first`` on: the
     writer's batch as it is inserted. One loop (compiled: no Python call per row for seqs from
     256 to 2**32, whose msgpack form is written here); the same bytes as :func:`seal_record`,
     which the tests check for every width of the seq.
@@ -192,7 +205,9 @@ def seal_rows(first: int, rows: list[tuple[int, bytes]]) -> Iterator[tuple[int, 
     crc32 = _crc32
     join = bytearray().join  # a bytearray made of the parts it is given
     seq = first
-    for kind, body in rows:
+    for i in range(len(bodies)):
+        kind = kinds[i]
+        body = bodies[i]
         if 0x10000 <= seq < 0x100000000:
             tail = (tail32[kind] | seq << 16).to_bytes(8, "big")
         elif 0x100 <= seq < 0x10000:

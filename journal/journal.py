@@ -105,12 +105,17 @@ class Journal:
         #: (or :func:`~journal.codec.schedule_row`) makes them. Not checked again: the caller
         #: guarantees each body decodes to its kind's shape (the engine's schedule paths build
         #: them from validated fields, and skip a second check per row). Every write passes
-        #: through here, :meth:`submit`'s too; the rest is as :meth:`submit` says (closed: the
+        #: through here, :meth:`submit`'s too, or through :attr:`submit_row` (``schedule()``'s
+        #: common case); the rest is as :meth:`submit` says (closed: the
         #: writer refuses, as this journal's :meth:`close` closes it first thing). It is the
         #: writer's own method, not one of ours calling it: that frame cost about 2,500
         #: instructions on each of 20,000 concurrent ``schedule()`` calls.
         self.submit_rows: Callable[[list[tuple[int, bytes]]], asyncio.Future[None]] = (
             self._refuse_rows if self._writer is None else self._writer.submit
+        )
+        #: :attr:`submit_rows` of one row, ``(kind, body)`` given apart (no list, no tuple).
+        self.submit_row: Callable[[int, bytes], asyncio.Future[None]] = (
+            self._refuse_row if self._writer is None else self._writer.submit_one
         )
 
     # -- opening -----------------------------------------------------------------------------
@@ -218,6 +223,10 @@ class Journal:
     def _refuse_rows(self, rows: list[tuple[int, bytes]]) -> asyncio.Future[None]:
         """``submit_rows`` of a read-only journal: raises :class:`JournalError`."""
         return self._writable().submit(rows)
+
+    def _refuse_row(self, kind: int, body: bytes) -> asyncio.Future[None]:
+        """``submit_row`` of a read-only journal: raises :class:`JournalError`."""
+        return self._writable().submit_one(kind, body)
 
     async def flush(self) -> None:
         """Wait until everything submitted so far is committed (or has failed)."""

@@ -65,7 +65,10 @@ class GroupCommitWriter:
         self.tail_records = tail_records  #: committed records after the snapshot
         self._on_commit = on_commit
         self._mark = mark
-        self._rows: list[tuple[int, bytes]] = []
+        # The pending rows, as two lists rather than one of (kind, body) tuples: a tuple per
+        # schedule() alive until its commit is one more object for each collection to walk.
+        self._kinds: list[int] = []
+        self._bodies: list[bytes] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._jobs: collections.deque[tuple[Job, asyncio.Future[Any]]] = collections.deque()
         self._wake = asyncio.Event()
@@ -78,12 +81,28 @@ class GroupCommitWriter:
     # -- called by the journal ---------------------------------------------------------------
 
     def submit(self, rows: list[tuple[int, bytes]]) -> asyncio.Future[None]:
+        """Queue ``(kind, body)`` rows for the next batch; the future resolves once committed."""
+        fut = self._waiter()
+        kinds, bodies = self._kinds, self._bodies
+        for kind, body in rows:
+            kinds.append(kind)
+            bodies.append(body)
+        return fut
+
+    def submit_one(self, kind: int, body: bytes) -> asyncio.Future[None]:
+        """:meth:`submit` of one row, with no list or tuple made for it."""
+        fut = self._waiter()
+        self._kinds.append(kind)
+        self._bodies.append(body)
+        return fut
+
+    def _waiter(self) -> asyncio.Future[None]:
+        """A new waiter of the next batch (raises if closed), the task woken for the first."""
         if self._closing or self._failed is not None:
             raise JournalError(f"journal is closed: {self._path}")
         # Not loop.create_future(): the default loop's is an interpreted frame around this
         # same constructor, on each of 20,000 concurrent schedule() calls.
         fut: asyncio.Future[None] = _Future(loop=self._loop)
-        self._rows.extend(rows)
         waiters = self._waiters
         # Only the first waiter of a batch wakes the task: the task clears its event only when
         # it finds no waiter, so later ones find it set. (``Event.is_set`` is interpreted: it
@@ -153,19 +172,20 @@ class GroupCommitWriter:
             for _, fut in self._jobs:
                 if not fut.done():
                     fut.set_exception(_copy(err))
-            self._waiters, self._rows = [], []
+            self._waiters, self._kinds, self._bodies = [], [], []
             self._jobs.clear()
             if not isinstance(exc, asyncio.CancelledError):
                 logger.error("journal writer for %s stopped", self._path, exc_info=exc)
             raise
 
     async def _commit_batch(self) -> None:
-        rows, waiters = self._rows, self._waiters
-        self._rows, self._waiters = [], []
-        if not rows:  # flush() on an idle writer: nothing to write
+        kinds, bodies, waiters = self._kinds, self._bodies, self._waiters
+        self._kinds, self._bodies, self._waiters = [], [], []
+        count = len(bodies)
+        if not count:  # flush() on an idle writer: nothing to write
             _resolve(waiters)
             return
-        numbered = seal_rows(self.last_seq + 1, rows)
+        numbered = seal_rows(self.last_seq + 1, kinds, bodies)
         self._batch = waiters
         self._in_flight = True
         start = time.perf_counter()
@@ -175,10 +195,8 @@ class GroupCommitWriter:
         except Exception as exc:
             self._batch = []
             await self._rollback()
-            logger.warning(
-                "journal commit of %d records failed (%s): %s", len(rows), exc, self._path
-            )
-            err = _as_journal_error(exc, self._path, f"committing {len(rows)} records")
+            logger.warning("journal commit of %d records failed (%s): %s", count, exc, self._path)
+            err = _as_journal_error(exc, self._path, f"committing {count} records")
             for fut in waiters:
                 if not fut.done():
                     fut.set_exception(_copy(err))
@@ -187,13 +205,13 @@ class GroupCommitWriter:
             self._in_flight = False
         self._batch = []
         seconds = time.perf_counter() - start
-        self.last_seq += len(rows)
-        self.tail_records += len(rows)
+        self.last_seq += count
+        self.tail_records += count
         if self._mark is not None:
             self._mark.advance(self.last_seq)
         _resolve(waiters)
         try:
-            self._on_commit(len(rows), seconds)
+            self._on_commit(count, seconds)
         except Exception:
             logger.exception("journal on_commit hook failed")
 

@@ -25,7 +25,7 @@ from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from typing import Any
 
 from journal import Cancel, Redrive
-from journal.codec import schedule_row
+from journal.codec import SCHEDULE_KIND, schedule_body, schedule_row
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.errors import EngineError
@@ -152,8 +152,7 @@ class Scheduler:
         tuples alive while they waited for their commit, and the cyclic collector, which runs
         every 700 live allocations and now and then walks every object, took over half of their
         time (see ``docs/design.md``). While it waits the caller (:func:`wheel_engine.front.
-        schedule`) keeps alive only its coroutine, the timer and the future: no tuple of them
-        (one more object for each collection to walk), and its info is made after the await.
+        schedule`) keeps alive its coroutine, the timer and the future, no tuple of them.
         """
         journal = self._commits.journal
         key = request.key
@@ -164,7 +163,9 @@ class Scheduler:
             key = f"{self._key_prefix}-{next(counter)}"
         version = self.next_version
         handler, due = request.handler, request.due
-        future = journal.submit_rows([schedule_row(key, version, handler, due, request.data, now)])
+        future = journal.submit_row(
+            SCHEDULE_KIND, schedule_body(key, version, handler, due, request.data, now)
+        )
         self.next_version = version + 1
         timer = Timer(key, version, handler, due, request.payload)
         self._timers[key] = timer

@@ -68,7 +68,7 @@ async def crash(engine: Engine, others: Iterable[asyncio.Future[Any]] = ()) -> N
     if journal is not None and journal._writer is not None:
         writer = journal._writer
         # Lost with the process: queued records, and whoever waits for them (never resolved).
-        writer._rows, writer._waiters = [], []
+        writer._kinds, writer._bodies, writer._waiters = [], [], []
         writer._jobs.clear()
         tasks.append(writer._task)
     for task in tasks:

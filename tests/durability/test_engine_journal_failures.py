@@ -1,7 +1,7 @@
 """Disk full, read-only, I/O errors: the call raises, nothing committed is lost, and the engine
 keeps serving what it has. The journal's own tests cause real failures; here the journal's
-``submit_rows`` (the one method every write passes through, ``submit``'s too) is made to fail so
-the engine's side of the contract is checked exactly, on every path."""
+``submit_rows`` and ``submit_row`` (every write passes through one of them, ``submit``'s too)
+are made to fail so the engine's side of the contract is checked exactly, on every path."""
 
 from __future__ import annotations
 
@@ -19,16 +19,23 @@ Row = tuple[int, bytes]
 
 
 class FailingSubmits:
-    """Makes ``journal.submit_rows`` fail while ``failing`` is True (as with a full disk)."""
+    """Makes ``journal.submit_rows`` and ``submit_row`` fail while ``failing`` is True (as
+    with a full disk)."""
 
     def __init__(self, journal: Journal) -> None:
         self.failing = False
         self._submit = journal.submit_rows
+        self._submit_one = journal.submit_row
         journal.submit_rows = self.submit  # type: ignore[method-assign]
+        journal.submit_row = self.submit_one  # type: ignore[method-assign]
 
     def submit(self, rows: list[Row]) -> asyncio.Future[None]:
-        if not self.failing:
-            return self._submit(rows)
+        return self._submit(rows) if not self.failing else self._failed()
+
+    def submit_one(self, kind: int, body: bytes) -> asyncio.Future[None]:
+        return self._submit_one(kind, body) if not self.failing else self._failed()
+
+    def _failed(self) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         future.set_exception(JournalError("database or disk is full: t.db"))
         return future
@@ -100,11 +107,20 @@ async def test_uncommitted_attempt_is_not_run_until_it_commits(tmp_path: Path) -
 def test_failing_submits_really_fail() -> None:
     async def check() -> Any:
         loop = asyncio.get_running_loop()
-        stub = type("J", (), {"submit_rows": lambda self, rows: loop.create_future()})()
+        stub = type(
+            "J",
+            (),
+            {
+                "submit_rows": lambda self, rows: loop.create_future(),
+                "submit_row": lambda self, kind, body: loop.create_future(),
+            },
+        )()
         disk = FailingSubmits(stub)  # type: ignore[arg-type]
         disk.failing = True
         with pytest.raises(JournalError):
             await disk.submit([])
+        with pytest.raises(JournalError):
+            await disk.submit_one(1, b"")
 
     asyncio.run(check())
 
@@ -142,12 +158,22 @@ class HeldSubmits:
 
     def __init__(self, journal: Journal) -> None:
         self.held: list[asyncio.Future[None]] = []
+        self._journal = journal
+        self._real = (journal.submit_rows, journal.submit_row)
         journal.submit_rows = self.submit  # type: ignore[method-assign]
+        journal.submit_row = self.submit_one  # type: ignore[method-assign]
+
+    def release(self) -> None:
+        """Submits reach the journal again."""
+        self._journal.submit_rows, self._journal.submit_row = self._real  # type: ignore[method-assign]
 
     def submit(self, rows: list[Row]) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.held.append(future)
         return future
+
+    def submit_one(self, kind: int, body: bytes) -> asyncio.Future[None]:
+        return self.submit([(kind, body)])
 
 
 async def test_a_caller_that_stops_waiting_undoes_nothing(tmp_path: Path) -> None:
@@ -170,7 +196,6 @@ async def test_keep_waits_for_the_kept_timers_commit(tmp_path: Path) -> None:
     clock = VirtualClock()
     async with engine_with(tmp_path / "t.db", clock, []) as engine:
         assert engine.journal is not None
-        real_submit = engine.journal.submit_rows
         held = HeldSubmits(engine.journal)
         first = asyncio.ensure_future(engine.schedule("h", delay=5, key="k"))
         kept = asyncio.ensure_future(engine.schedule("h", delay=9, key="k", on_conflict="keep"))
@@ -181,7 +206,7 @@ async def test_keep_waits_for_the_kept_timers_commit(tmp_path: Path) -> None:
             with pytest.raises(JournalError):
                 await call
         assert engine.get("k") is None
-        engine.journal.submit_rows = real_submit  # type: ignore[method-assign]
+        held.release()
 
 
 async def test_schedule_returns_the_timer_as_scheduled_even_if_it_fired_meanwhile(
@@ -196,7 +221,6 @@ async def test_schedule_returns_the_timer_as_scheduled_even_if_it_fired_meanwhil
     engine.register("fail", fail, retry=RetryPolicy(initial=5.0, jitter=False))
     async with engine:
         assert engine.journal is not None
-        real_submit = engine.journal.submit_rows
         held = HeldSubmits(engine.journal)
         call = asyncio.ensure_future(engine.schedule("fail", delay=0, key="k"))
         await asyncio.sleep(0)
@@ -208,7 +232,7 @@ async def test_schedule_returns_the_timer_as_scheduled_even_if_it_fired_meanwhil
         assert (info.state, info.attempts, info.due) == (TimerState.PENDING, 0, clock.time() - 0.01)
         now = engine.get("k")
         assert now is not None and now.attempts == 1 and now.due > info.due  # it did fire
-        engine.journal.submit_rows = real_submit  # type: ignore[method-assign]
+        held.release()
 
 
 async def test_a_failed_batch_commit_leaves_nothing(tmp_path: Path) -> None:

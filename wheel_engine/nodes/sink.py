@@ -129,6 +129,10 @@ class NodeSink:
         (:class:`~wheel_engine.nodes.scheduler.NodeScheduler`), not through encoded rows."""
         raise JournalError("encoded rows are not written to PostgreSQL; the store takes requests")
 
+    def submit_row(self, kind: int, body: bytes) -> asyncio.Future[None]:
+        """Never called either: see :meth:`submit_rows`."""
+        return self.submit_rows([(kind, body)])
+
     def submit(self, records: list[Record]) -> asyncio.Future[Any]:
         if self._closed or self.store.closed:
             raise JournalError(f"PostgreSQL journal is closed: {self.store.where}")
