@@ -66,6 +66,38 @@ def test_codec_raw_msgpack_packb(benchmark: Any) -> None:
     benchmark(msgpack.packb, SCHEDULE, use_bin_type=True)
 
 
+_SEALED = list(codec.seal_rows(1, *map(list, zip(*codec.encode_many(RECORDS), strict=True))))
+_INSERT_BODY = "INSERT INTO records (kind, body) VALUES (?, ?)"
+
+
+def _insert_batch(benchmark: Any, path: Path, rows: list[tuple[int, Any]]) -> None:
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=OFF")  # the binding and the insert, not the disk
+    con.execute("CREATE TABLE records (seq INTEGER PRIMARY KEY, kind INTEGER, body BLOB)")
+
+    def insert() -> None:
+        con.execute("BEGIN")
+        con.executemany(_INSERT_BODY, rows)
+        con.execute("COMMIT")
+
+    benchmark(insert)
+    con.close()
+
+
+def test_insert_a_sealed_batch(benchmark: Any, tmp_path: Path) -> None:
+    """1,000 sealed records as the writer binds them: ``bytearray`` s, which sqlite3 binds at
+    once (``codec.seal_rows``)."""
+    _insert_batch(benchmark, tmp_path / "t.db", [(kind, record) for _, kind, record in _SEALED])
+
+
+def test_insert_a_sealed_batch_as_bytes(benchmark: Any, tmp_path: Path) -> None:
+    """Baseline: the same records as ``bytes`` (how the writer bound them before), which
+    sqlite3 sends through its adapter registry first."""
+    rows = [(kind, bytes(record)) for _, kind, record in _SEALED]
+    _insert_batch(benchmark, tmp_path / "t.db", rows)
+
+
 # -- commit batching --------------------------------------------------------------------------
 
 
