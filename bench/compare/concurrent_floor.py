@@ -62,18 +62,19 @@ async def floor_calls(n: int) -> float:
 
 
 def rates(n: int = 20_000, rounds: int = 3) -> None:
-    scratch = Path(tempfile.mkdtemp(prefix="wheel-engine-floor-"))
-    for r in range(rounds):
-        gc.collect()
-        raw = peers.raw_insert(scratch / f"raw-{r}.db", 100_000, "full")["rate"]
-        gc.collect()
-        floor = asyncio.run(floor_calls(n))
-        gc.collect()
-        engine = asyncio.run(engine_calls(scratch / f"engine-{r}.db", n))
-        print(
-            f"raw {raw:,.0f}/s  asyncio alone {floor:,.0f}/s ({floor / raw:.3f}x)  "
-            f"engine {engine:,.0f}/s ({engine / raw:.3f}x)"
-        )
+    with tempfile.TemporaryDirectory(prefix="wheel-engine-floor-") as where:
+        scratch = Path(where)
+        for r in range(rounds):
+            gc.collect()
+            raw = peers.raw_insert(scratch / f"raw-{r}.db", 100_000, "full")["rate"]
+            gc.collect()
+            floor = asyncio.run(floor_calls(n))
+            gc.collect()
+            engine = asyncio.run(engine_calls(scratch / f"engine-{r}.db", n))
+            print(
+                f"raw {raw:,.0f}/s  asyncio alone {floor:,.0f}/s ({floor / raw:.3f}x)  "
+                f"engine {engine:,.0f}/s ({engine / raw:.3f}x)"
+            )
 
 
 def main(argv: list[str]) -> int:
@@ -84,7 +85,8 @@ def main(argv: list[str]) -> int:
         if argv[0] == "floor":
             asyncio.run(floor_calls(n))
         else:
-            asyncio.run(engine_calls(Path(tempfile.mkdtemp()) / "calls.db", n))
+            with tempfile.TemporaryDirectory(prefix="wheel-engine-floor-") as where:
+                asyncio.run(engine_calls(Path(where) / "calls.db", n))
     else:
         print("usage: python -m bench.compare.concurrent_floor rates | engine N | floor N")
         return 2
