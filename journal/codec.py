@@ -194,10 +194,10 @@ def seal_rows(
     freed once bound, rather than 20,000 of them, new and alive together, counting toward the
     cyclic collector's next runs (which walk the schedules waiting for this very commit).
 
-    Each sealed record is a ``bytearray``: ``sqlite3`` binds a ``bytearray``
-    as a blob at once, but sends ``bytes`` through its adapter registry first (a key tuple, a
-    dict lookup and two failed attribute lookups per row: about 380 ns of a 1 µs insert). The
-    stored blob is the same, and it reads back as ``bytes``."""
+    Each sealed record is a ``bytearray``: ``sqlite3`` binds a ``bytearray`` as a blob at once,
+    but sends ``bytes`` through its adapter registry first (a key tuple, a dict lookup and two
+    failed attribute lookups per row: an insert took 0.88 µs a row that way, 0.52 µs now, in
+    ``bench/test_bench_journal.py``). The stored blob is the same; it reads back as ``bytes``."""
     pack = _packer.pack
     kind_byte = _KIND_BYTE
     tail16 = _TAIL_UINT16

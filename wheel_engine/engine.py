@@ -138,7 +138,7 @@ class Engine:
         self._local = LocalStorage(self._scheduler, self._commits, self._table, self._check)
         self._storage: Storage = self._local  # Node.open() replaces it on PostgreSQL
         durable = self.path is not None
-        self._front = Front(self.clock, self._check, self._scheduler, durable=durable)
+        self._front = Front(self.clock, self._check, self._scheduler, self._local, durable=durable)
         self._started = False
         self._close_begun = False
         self._closed = asyncio.Event()  # set once close() has finished

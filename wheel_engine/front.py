@@ -45,10 +45,16 @@ class Front:
     """
 
     def __init__(
-        self, clock: Clock, check: RequestChecker, scheduler: Scheduler, *, durable: bool
+        self,
+        clock: Clock,
+        check: RequestChecker,
+        scheduler: Scheduler,
+        storage: Storage,
+        *,
+        durable: bool,
     ) -> None:
         self.refusal: str | None = NOT_STARTED  #: why work is refused; None while open
-        self.storage: Storage | None = None  #: set by :meth:`open`
+        self.storage = storage  #: the SQLite (or in-memory) side, until :meth:`open` says
         self.local = True
         self.check = check
         self.scheduler = scheduler
@@ -100,11 +106,9 @@ async def schedule(
     scheduler = front.scheduler
     if not front.durable:  # in memory: no commit to wait for
         return scheduler.schedule_one(request)[0]
-    storage = front.storage
-    assert storage is not None  # open, so opened
     timer = scheduler.submit_fresh(request, now) if front.local else None
     if timer is None:  # the key names a timer, or the store decides (PostgreSQL)
-        return await storage.schedule(request)
+        return await front.storage.schedule(request)
     future = scheduler.fresh_commit  # timer's, as nothing else has run since
     assert future is not None
     due = timer.due

@@ -151,8 +151,8 @@ class Scheduler:
         Why: 10,000 concurrent ``schedule()`` calls each kept four coroutines and five lists and
         tuples alive while they waited for their commit, and the cyclic collector, which runs
         every 700 live allocations and now and then walks every object, took over half of their
-        time (see ``docs/design.md``). While it waits the caller (:func:`wheel_engine.front.
-        schedule`) keeps alive its coroutine, the timer and the future, no tuple of them.
+        time (see ``docs/design.md``). While it waits, its caller (``front.schedule``) keeps
+        alive its coroutine, the timer and the future, no tuple of them.
         """
         journal = self._commits.journal
         key = request.key
