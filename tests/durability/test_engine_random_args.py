@@ -278,7 +278,9 @@ async def run(path: Path, steps: list[tuple[Any, ...]]) -> None:
     await engine.start()
     try:
         for op in steps:
-            await engine.quiesce()
+            # Settled, not only quiesced: every task has run until it waits on time, so the
+            # memory read here cannot move while the call below is made.
+            await clock.settle()
             before = memory(engine)
             writes = op[0] in WRITING
             committed = await journal_state(path) if writes else None
@@ -292,7 +294,10 @@ async def run(path: Path, steps: list[tuple[Any, ...]]) -> None:
                 if writes:
                     await engine.quiesce()
                     assert await journal_state(path) == committed, op
-        await engine.quiesce()
+        # Settled too: a cancel asked of a running handler has reached its task, which ends the
+        # attempt CANCELED (and writes so). Only quiesced, the handler could still be RUNNING
+        # here and end CANCELED during close(), after this was read.
+        await clock.settle()
         seen = sorted(row(info, restarted=True) for info in engine.timers())
     finally:
         await engine.close(grace=0)
