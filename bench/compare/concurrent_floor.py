@@ -11,6 +11,12 @@ an instruction count per call that repeats on a loaded machine::
     valgrind --tool=callgrind python -m bench.compare.concurrent_floor engine 0
 
 (the difference of the two totals, divided by 20,000; ``docs/benchmarks.md`` quotes both).
+
+``... heap`` runs asyncio alone and the engine again with 0, 50,000 and 200,000 other
+GC-tracked objects alive in the process (a service's modules and state), and prints the time
+the burst spent in full collections: each walks the whole heap, and a burst this size runs
+two of them, with or without the engine (:mod:`bench.compare.isolated` says why the bench keeps
+its peers' libraries out of its own process for that reason).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ import gc
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 from bench.compare import peers
 from wheel_engine import Engine
@@ -77,9 +85,62 @@ def rates(n: int = 20_000, rounds: int = 3) -> None:
             )
 
 
+class FullCollections:
+    """Counts the full collections run while it is entered, and the seconds they took."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __enter__(self) -> FullCollections:
+        gc.callbacks.append(self._observe)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._observe)
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.count += 1
+            self.seconds += time.perf_counter() - self._started
+
+
+def heap(n: int = 20_000, sizes: tuple[int, ...] = (0, 50_000, 200_000)) -> None:
+    """Each workload with ``size`` more tracked objects alive: empty lists, the cheapest to walk
+    (the 37,000 objects of APScheduler and huey cost a burst about what 300,000 of these do)."""
+    with tempfile.TemporaryDirectory(prefix="wheel-engine-floor-") as where:
+        for size in sizes:
+            ballast: list[list[None]] = [[] for _ in range(size)]
+            gc.collect()
+            raw = peers.raw_insert(Path(where) / f"raw-{size}.db", 100_000, "full")["rate"]
+            floor, floor_full = _observed(floor_calls(n))
+            engine, engine_full = _observed(engine_calls(Path(where) / f"engine-{size}.db", n))
+            print(
+                f"{size:>7,} more objects: raw {raw:,.0f}/s  "
+                f"asyncio alone {floor / raw:.3f}x ({floor_full})  "
+                f"engine {engine / raw:.3f}x ({engine_full})"
+            )
+            del ballast
+
+
+def _observed(calls: Coroutine[Any, Any, float]) -> tuple[float, str]:
+    """The rate ``calls`` reports, and what the full collections during it cost."""
+    gc.collect()
+    with FullCollections() as full:
+        rate = asyncio.run(calls)
+    return rate, f"{full.count} full collections, {full.seconds * 1e3:.0f} ms"
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["rates"]:
         rates()
+    elif argv[:1] == ["heap"]:
+        heap()
     elif len(argv) == 2 and argv[0] in ("engine", "floor"):
         n = int(argv[1])
         if argv[0] == "floor":
@@ -88,7 +149,7 @@ def main(argv: list[str]) -> int:
             with tempfile.TemporaryDirectory(prefix="wheel-engine-floor-") as where:
                 asyncio.run(engine_calls(Path(where) / "calls.db", n))
     else:
-        print("usage: python -m bench.compare.concurrent_floor rates | engine N | floor N")
+        print("usage: python -m bench.compare.concurrent_floor rates | heap | engine N | floor N")
         return 2
     return 0
 

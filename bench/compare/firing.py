@@ -9,17 +9,21 @@
   APScheduler deletes each fired date job, one transaction each).
 - huey: N tasks scheduled with an eta already past sit in ``SqliteHuey``; the figure is the
   time from starting an in-process consumer (``huey.create_consumer(workers=4,
-  worker_type="thread").start()``, no separate process) until every task ran.
+  worker_type="thread").start()``, in the same process as its store) until every task ran.
+
+APScheduler and huey each run in a child process of their own (:mod:`bench.compare.isolated`:
+their libraries would otherwise stay in the bench's heap for every later round).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.compare import peers
+from bench.compare import isolated, peers
 from bench.compare.config import Config
 from bench.compare.durable import fresh_db
 from bench.compare.inmemory import BATCH
@@ -77,6 +81,11 @@ def _in_scratch(cfg: Config, name: str, fn: Any, *args: Any) -> Metrics:
         peers.remove_db(p)
 
 
+def _child(adapter: str) -> Any:
+    """``isolated.in_child(adapter, path, ...)`` as a function of the path and the rest."""
+    return functools.partial(isolated.in_child, adapter)
+
+
 APS = "APScheduler 3 (10 threads)"
 HUEY = "huey consumer (4 threads)"
 
@@ -99,12 +108,12 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
         ),
         Contender(
             APS,
-            lambda: _in_scratch(cfg, "fire-aps", peers.aps_fire, cfg.fire_aps_n, timeout),
+            lambda: _in_scratch(cfg, "fire-aps", _child("aps_fire"), cfg.fire_aps_n, timeout),
             skip=aps,
         ),
         Contender(
             HUEY,
-            lambda: _in_scratch(cfg, "fire-huey", peers.huey_fire, cfg.fire_huey_n, timeout),
+            lambda: _in_scratch(cfg, "fire-huey", _child("huey_fire"), cfg.fire_huey_n, timeout),
             skip=hu,
         ),
     ]

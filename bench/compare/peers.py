@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import importlib.metadata
+import importlib.util
 import logging
 import os
 import signal
@@ -29,9 +31,9 @@ INSTALL_HINT = "pip install 'wheel-engine[bench]'"
 
 
 def _missing(module: str, dist: str | None = None) -> str | None:
-    try:
-        __import__(module)
-    except ImportError:
+    """Why ``module`` cannot be used here, or None. It is looked up, not imported: a peer that
+    runs in a child process (:mod:`bench.compare.isolated`) must not join this one's heap."""
+    if importlib.util.find_spec(module) is None:
         return f"{dist or module} not installed ({INSTALL_HINT})"
     return None
 
@@ -45,10 +47,8 @@ def apscheduler_missing() -> str | None:
     if why:
         return why
     try:
-        import apscheduler
-
-        major = int(str(getattr(apscheduler, "__version__", "3")).split(".")[0])
-    except (ImportError, ValueError):
+        major = int(importlib.metadata.version("apscheduler").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
         major = 3
     if major != 3:
         return f"APScheduler {major}.x installed; this adapter targets APScheduler 3"

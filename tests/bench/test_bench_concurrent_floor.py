@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
+
+import pytest
 
 from bench.compare import concurrent_floor
 
@@ -15,3 +18,20 @@ def test_asyncio_alone_and_the_engine_each_complete_every_call(tmp_path: Path) -
 
 def test_an_unknown_mode_prints_the_usage() -> None:
     assert concurrent_floor.main(["nonsense"]) == 2
+
+
+def test_the_full_collections_of_a_burst_are_counted_and_timed() -> None:
+    with concurrent_floor.FullCollections() as full:
+        gc.collect(1)  # a middle collection is not a full one
+        gc.collect()
+    assert full.count == 1
+    assert full.seconds > 0
+    gc.collect()
+    assert full.count == 1  # no longer observed once left
+
+
+def test_the_heap_sweep_runs_each_workload_at_each_size(capsys: pytest.CaptureFixture[str]) -> None:
+    concurrent_floor.heap(n=50, sizes=(0, 1_000))
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" more")[0].strip() for line in lines] == ["0", "1,000"]
+    assert all("asyncio alone" in line and "engine" in line for line in lines)
