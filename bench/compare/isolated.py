@@ -6,10 +6,11 @@ about 37,000 tracked objects (measured where figure 4's concurrent ``schedule()`
 objects alive without them, 80.6k with them). A burst of 20,000 awaited calls runs two full
 collections whatever the subject (asyncio's own tasks and futures drive them; a gather of bare
 futures runs the same two); with those imports they took about 115 ms of a 300 ms burst
-instead of 55 ms. So a subject that allocates, as the engine and asyncio must, was measured
-slower after a peer had been imported, while raw ``sqlite3``, which allocates almost nothing,
-was not: figure 4's concurrent ratio was 0.12-0.14x with the peers in the process and
-0.16x without them, on the same code. What a large heap costs such a burst is a property of
+instead of 55 ms (``gc.callbacks``). So a subject that allocates, as the engine and asyncio
+must, paid for a peer imported before it, and raw ``sqlite3``, which allocates almost nothing,
+did not. End to end the change is smaller than this machine's noise: figure 4's concurrent
+ratio was 0.13-0.16x in four runs of ``--only durable`` before it and 0.15-0.17x in four
+runs after, alternating. What a large heap costs such a burst is a property of
 the process, measured on its own by ``python -m bench.compare.concurrent_floor heap``.
 
 How: ``in_child("aps_schedule", path, n)`` runs ``peers.aps_schedule(path, n)`` in a fresh
