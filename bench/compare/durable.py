@@ -6,7 +6,8 @@ insert one msgpack row per timer, 1,000 rows per transaction, WAL, ``synchronous
 
 - wheel-engine ``schedule_many``: batches of 1,000, awaited one after the other.
 - wheel-engine ``schedule`` x N concurrent: N awaited ``schedule`` calls under one
-  ``asyncio.gather`` (the engine may group-commit them).
+  ``asyncio.gather`` (the engine may group-commit them), on the default loop (the target's)
+  and on uvloop's, whose tasks and futures, a large part of this contender's cost, are cheaper.
 - wheel-engine ``schedule`` one by one: each awaited before the next (one commit each).
 - APScheduler 3: ``add_job(trigger="date")`` into a ``SQLAlchemyJobStore`` on SQLite (its
   defaults: rollback journal, synchronous FULL), one transaction per job.
@@ -49,9 +50,11 @@ def _noop(firing: Any) -> None:
     pass
 
 
-def engine_schedule(path: Path, n: int, durability: str, mode: str) -> Metrics:
+def engine_schedule(
+    path: Path, n: int, durability: str, mode: str, loop: str = "asyncio"
+) -> Metrics:
     """mode: "many" (schedule_many in batches of 1,000), "gather" (n concurrent schedule calls)
-    or "serial" (schedule awaited one by one)."""
+    or "serial" (schedule awaited one by one); ``loop``: "asyncio" or "uvloop"."""
 
     async def main() -> Metrics:
         engine = new_engine(path, durability=durability)
@@ -81,7 +84,7 @@ def engine_schedule(path: Path, n: int, durability: str, mode: str) -> Metrics:
         peers.remove_db(path)
         return {"rate": n / el, "seconds": el, "n": n}
 
-    return peers.run_on("asyncio", main)
+    return peers.run_on(loop, main)
 
 
 def _raw(cfg: Config, n: int, durability: str) -> Metrics:
@@ -108,10 +111,10 @@ def _huey(cfg: Config, n: int, fsync: bool | None) -> Metrics:
         peers.remove_db(p)
 
 
-def _eng(cfg: Config, n: int, durability: str, mode: str) -> Metrics:
+def _eng(cfg: Config, n: int, durability: str, mode: str, loop: str = "asyncio") -> Metrics:
     p = fresh_db(cfg, f"engine-{durability}")
     try:
-        return engine_schedule(p, n, durability, mode)
+        return engine_schedule(p, n, durability, mode, loop)
     finally:
         peers.remove_db(p)
 
@@ -124,13 +127,15 @@ def many_name(durability: str) -> str:
     return f"wheel-engine schedule_many ({durability})"
 
 
-def gather_name(cfg: Config, durability: str) -> str:
-    return f"wheel-engine {cfg.dur_gather_n:,} concurrent schedule ({durability})"
+def gather_name(cfg: Config, durability: str, loop: str = "asyncio") -> str:
+    on = " on uvloop" if loop == "uvloop" else ""
+    return f"wheel-engine {cfg.dur_gather_n:,} concurrent schedule{on} ({durability})"
 
 
 def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
     comps: list[Comparison] = []
     eng = engine_missing(True)
+    uv = eng or peers.uvloop_missing()
     aps = peers.apscheduler_missing()
     hu = peers.huey_missing()
     for d in ("full", "normal"):
@@ -145,6 +150,12 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
                 gather_name(cfg, d),
                 lambda d=d: _eng(cfg, cfg.dur_gather_n, d, "gather"),  # type: ignore[misc]
                 skip=eng,
+            ),
+            Contender(
+                gather_name(cfg, d, "uvloop"),
+                lambda d=d: _eng(cfg, cfg.dur_gather_n, d, "gather", "uvloop"),  # type: ignore[misc]
+                skip=uv,
+                note="the same calls on uvloop's loop, whose tasks and futures cost less",
             ),
             Contender(
                 f"wheel-engine schedule one by one ({d})",
