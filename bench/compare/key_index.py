@@ -21,6 +21,8 @@ import gc
 import sys
 import time
 
+from bench.compare import pending as pending_timers
+
 SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
 OPERATIONS = 200_000  #: new keys put in, looked up and taken out at each size
 BYTES_PER_ENTRY = 160  #: generous, for the memory check: a key string, an int, the dict's slot
@@ -45,21 +47,9 @@ def cost(pending: int, operations: int = OPERATIONS) -> float:
         gc.unfreeze()
 
 
-def available_bytes() -> int | None:
-    """``MemAvailable`` from ``/proc/meminfo``, or None where there is none."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def main(argv: list[str]) -> int:
     sizes = tuple(int(a) for a in argv) or SIZES
-    available = available_bytes()
+    available = pending_timers.available()
     smallest: float | None = None
     for pending in sizes:
         if available is not None and pending * BYTES_PER_ENTRY > available:
