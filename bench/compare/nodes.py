@@ -403,8 +403,10 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
         contenders = [
             Contender(f"{ENGINE}, {n} node(s)", lambda n=n: _round(cfg, engine, server, n)),  # type: ignore[misc]
             Contender(
-                f"{PEER}, {n} worker(s)", lambda n=n: _round(cfg, peer, server, n), skip=skip
-            ),  # type: ignore[misc]
+                f"{PEER}, {n} worker(s)",
+                lambda n=n: _round(cfg, peer, server, n),  # type: ignore[misc]
+                skip=skip,
+            ),
         ]
         anchor = contenders[1].name if skip is None else contenders[0].name
         comps.append(

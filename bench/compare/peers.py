@@ -93,7 +93,7 @@ class Countdown:
 
         self.done = done
         self.tick = tick
-        self._count = lambda: count
+        self._count: Callable[[], int] = lambda: count
 
     @property
     def count(self) -> int:
