@@ -16,7 +16,7 @@ import aiosqlite
 import msgpack
 import pytest
 
-from journal import Journal, codec, schema
+from journal import Journal, codec, inserts, schema
 from journal.records import Ack, Attempt, Record, Retry, Schedule
 from journal.recovery import recover_sync
 
@@ -96,6 +96,41 @@ def test_insert_a_sealed_batch_as_bytes(benchmark: Any, tmp_path: Path) -> None:
     sqlite3 sends through its adapter registry first."""
     rows = [(kind, bytes(record)) for _, kind, record in _SEALED]
     _insert_batch(benchmark, tmp_path / "t.db", rows)
+
+
+def _seal_and_insert(benchmark: Any, path: Path, by_statements: bool) -> None:
+    """What the writer does with a batch of 1,000 rows inside its transaction: seal each and
+    insert it, new seqs each round (the seq is the table's key), ``synchronous=OFF``."""
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=OFF")  # the sealing, binding and inserting, not the disk
+    con.execute("CREATE TABLE records (seq INTEGER PRIMARY KEY, kind INTEGER, body BLOB)")
+    kinds, bodies = map(list, zip(*codec.encode_many(RECORDS), strict=True))
+    first = [1]
+
+    def insert() -> None:
+        con.execute("BEGIN")
+        if by_statements:
+            for per, sql, start, stop in inserts.statements(len(bodies)):
+                params = inserts.sealed_params(first[0], kinds, bodies, per, start, stop)
+                con.executemany(sql, params)
+        else:
+            con.executemany(inserts.INSERT_SQL, codec.seal_rows(first[0], kinds, bodies))
+        con.execute("COMMIT")
+        first[0] += len(bodies)
+
+    benchmark(insert)
+    con.close()
+
+
+def test_seal_and_insert_1000_rows_by_statements(benchmark: Any, tmp_path: Path) -> None:
+    """As the writer inserts: 256 rows a statement, then 16, then one (``journal.inserts``)."""
+    _seal_and_insert(benchmark, tmp_path / "t.db", by_statements=True)
+
+
+def test_seal_and_insert_1000_rows_one_by_one(benchmark: Any, tmp_path: Path) -> None:
+    """Baseline: ``executemany`` of the one-row INSERT, as the writer inserted before."""
+    _seal_and_insert(benchmark, tmp_path / "t.db", by_statements=False)
 
 
 # -- commit batching --------------------------------------------------------------------------

@@ -48,6 +48,7 @@ __all__ = [
     "payload_problem",
     "schedule_body",
     "schedule_row",
+    "seal_params",
     "seal_record",
     "seal_rows",
     "unpack",
@@ -185,10 +186,9 @@ def seal_rows(
     first: int, kinds: list[int], bodies: list[bytes]
 ) -> Iterator[tuple[int, int, bytearray]]:
     """``(seq, kind, seal_record(seq, kind, body))`` for each row (``kinds[i]``,
-    ``bodies[i]``; the lists are as long), seqs from ``first`` on: the
-    writer's batch as it is inserted. One loop (compiled: no Python call per row for seqs from
-    256 to 2**32, whose msgpack form is written here); the same bytes as :func:`seal_record`,
-    which the tests check for every width of the seq.
+    ``bodies[i]``; the lists are as long), seqs from ``first`` on: the parameters of the
+    one-row INSERT. The same bytes as :func:`seal_record`, which the tests check for every
+    width of the seq.
 
     A generator, which ``executemany`` consumes as it inserts: each sealed row's tuple is
     freed once bound, rather than 20,000 of them, new and alive together, counting toward the
@@ -198,28 +198,48 @@ def seal_rows(
     but sends ``bytes`` through its adapter registry first (a key tuple, a dict lookup and two
     failed attribute lookups per row: an insert took 0.88 µs a row that way, 0.52 µs now, in
     ``bench/test_bench_journal.py``). The stored blob is the same; it reads back as ``bytes``."""
-    pack = _packer.pack
-    kind_byte = _KIND_BYTE
-    tail16 = _TAIL_UINT16
-    tail32 = _TAIL_UINT32
-    crc32 = _crc32
-    join = bytearray().join  # a bytearray made of the parts it is given
     seq = first
     for i in range(len(bodies)):
         kind = kinds[i]
-        body = bodies[i]
-        if 0x10000 <= seq < 0x100000000:
-            tail = (tail32[kind] | seq << 16).to_bytes(8, "big")
-        elif 0x100 <= seq < 0x10000:
-            tail = (tail16[kind] | seq << 16).to_bytes(6, "big")
-        else:  # a fixint or uint 8 (a journal's first 255 records), or a uint 64
-            tail = b"".join((kind_byte[kind], pack(seq), BIN4))
-        prefix = _SEALED_RECORD + body + tail
-        # checksum.seal(prefix), inline: a Python call per row was a quarter of this loop. The
-        # bytearray's join copies both parts once, with no intermediate bytes of the whole.
-        crc = crc32(prefix, SEAL).to_bytes(4, "little")
-        yield seq, kind, join((prefix, crc))
+        yield seq, kind, _sealed_row(seq, kind, bodies[i])
         seq += 1
+
+
+def seal_params(
+    first: int, kinds: list[int], bodies: list[bytes], start: int, stop: int, per: int
+) -> Iterator[list[Any]]:
+    """Rows ``start`` to ``stop`` (``stop - start`` a multiple of ``per``) sealed as
+    :func:`seal_rows` seals them, row ``i`` as seq ``first + i``, in flat lists of ``per``
+    rows: ``[seq, kind, sealed, seq, kind, sealed, ...]``, the parameters of one INSERT of
+    ``per`` rows (:mod:`journal.inserts`). A generator, as :func:`seal_rows` is."""
+    for group in range(start, stop, per):
+        params: list[Any] = []
+        for i in range(group, group + per):
+            seq = first + i
+            kind = kinds[i]
+            params.append(seq)
+            params.append(kind)
+            params.append(_sealed_row(seq, kind, bodies[i]))
+        yield params
+
+
+def _sealed_row(seq: int, kind: int, body: bytes) -> bytearray:
+    """:func:`seal_record` of one row, as a ``bytearray``, with no Python call for seqs from
+    256 to 2**32, whose msgpack form is written here (compiled, the call itself is native)."""
+    if 0x10000 <= seq < 0x100000000:
+        tail = (_TAIL_UINT32[kind] | seq << 16).to_bytes(8, "big")
+    elif 0x100 <= seq < 0x10000:
+        tail = (_TAIL_UINT16[kind] | seq << 16).to_bytes(6, "big")
+    else:  # a fixint or uint 8 (a journal's first 255 records), or a uint 64
+        tail = b"".join((_KIND_BYTE[kind], _packer.pack(seq), BIN4))
+    prefix = _SEALED_RECORD + body + tail
+    # checksum.seal(prefix), inline: a Python call per row was a quarter of the writer's loop.
+    # The bytearray's join copies both parts once, with no intermediate bytes of the whole.
+    crc = _crc32(prefix, SEAL).to_bytes(4, "little")
+    return _EMPTY.join((prefix, crc))
+
+
+_EMPTY: Final = bytearray()  # its join makes a new bytearray of the parts: itself stays empty
 
 
 def open_record(blob: Any, seq: int, kind_column: Any = None) -> Record:

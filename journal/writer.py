@@ -1,9 +1,9 @@
 """The group-commit writer: one task, one aiosqlite connection, one transaction per batch.
 
 ``submit`` only appends encoded rows to a pending list and returns a future. The writer task
-takes *everything* pending as one batch, writes it with a single ``executemany`` in one
-transaction, commits, and resolves the batch's futures. Whatever is submitted while that commit
-is in flight waits for the next batch, so N concurrent submitters cost about
+takes *everything* pending as one batch, writes it in one transaction (a few multi-row INSERTs:
+:mod:`journal.inserts`), commits, and resolves the batch's futures. Whatever is submitted while
+that commit is in flight waits for the next batch, so N concurrent submitters cost about
 ``N / batch_size`` commits (one fsync each with ``durability="full"``), not N.
 
 Sequence numbers are assigned by the writer at commit time (``last_seq + 1 ...``), so seqs are
@@ -29,16 +29,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
-from journal.codec import seal_rows
 from journal.errors import JournalError
+from journal.inserts import insert_sealed
 from journal.schema import raise_for
 from journal.watermark import HighWaterMark
 
-__all__ = ["INSERT_SQL", "GroupCommitWriter"]
+__all__ = ["GroupCommitWriter"]
 
 logger = logging.getLogger(__name__)
-
-INSERT_SQL: Final = "INSERT INTO records (seq, kind, body) VALUES (?, ?, ?)"
 
 T = TypeVar("T")
 _Future: Final = asyncio.Future  # a commit's future (the C implementation asyncio uses)
@@ -185,12 +183,11 @@ class GroupCommitWriter:
         if not count:  # flush() on an idle writer: nothing to write
             _resolve(waiters)
             return
-        numbered = seal_rows(self.last_seq + 1, kinds, bodies)
         self._batch = waiters
         self._in_flight = True
         start = time.perf_counter()
         try:
-            await self._conn.executemany(INSERT_SQL, numbered)
+            await insert_sealed(self._conn, self.last_seq + 1, kinds, bodies)
             await self._conn.commit()
         except Exception as exc:
             self._batch = []

@@ -220,3 +220,21 @@ def test_seal_rows_seals_like_seal_record_across_every_width_of_the_seq(first: i
         for seq, (kind, body) in enumerate(rows, first)
     ]
     assert _sealed(first, rows) == expected
+
+
+@pytest.mark.parametrize("per", [1, 16, 256])
+def test_seal_params_are_seal_rows_flattened_per_statement(per: int) -> None:
+    """Rows 32 to 32 + 2 * 256 of a batch, ``per`` to a list: each list is the next ``per``
+    rows' (seq, kind, sealed) in order, seqs counted from the batch's first row, the seq
+    widening to uint 32 inside."""
+    rows = codec.encode_many([Schedule("k", 1, "h", 5.0, b"p", 1.0), Cancel("k", 1, 2.0)] * 400)
+    kinds = [kind for kind, _ in rows]
+    bodies = [body for _, body in rows]
+    first = 2**16 - 200
+    start, stop = 32, 32 + 2 * 256
+    lists = list(codec.seal_params(first, kinds, bodies, start, stop, per))
+    assert all(len(params) == 3 * per for params in lists)
+    flat = [value for params in lists for value in params]
+    expected = _sealed(first, rows)[start:stop]
+    assert flat == [value for row in expected for value in row]
+    assert all(type(value) is bytearray for value in flat[2::3])

@@ -96,6 +96,24 @@ async def test_failed_transaction_fails_its_futures_only(db: str) -> None:
     assert [seq for seq, _, _ in rows] == [1, 2]  # none of the failed batch, no seq gap
 
 
+async def test_a_failure_inside_a_multi_row_insert_rolls_back_the_whole_batch(db: str) -> None:
+    """600 rows go as two INSERTs of 256 rows, then of 16 and of one row (journal.inserts);
+    the disk fills during them: none of the batch is stored, and the next seq follows on."""
+    j = await Journal.open(db)
+    await j.submit([sched(1)])
+    conn = j._conn
+    cur = await conn.execute("PRAGMA page_count")
+    (pages,) = await cur.fetchone()
+    await conn.execute(f"PRAGMA max_page_count = {pages + 40}")  # room for part of the batch
+    big = [Schedule(f"big{i}", 100 + i, "h", 1.0, b"x" * 500, 1.0) for i in range(600)]
+    with pytest.raises(JournalError):
+        await j.submit(big)
+    await conn.execute("PRAGMA max_page_count = 1073741823")
+    await j.submit([sched(2)])
+    await j.close()
+    assert [seq for seq, _, _ in stored(db)] == [1, 2]
+
+
 async def test_read_only_database_fails_transaction_then_recovers(db: str) -> None:
     j = await Journal.open(db)
     await j.submit([sched(1)])
