@@ -85,7 +85,7 @@ _TYPE_BY_INT: Final[dict[int, type[Record]]] = {int(k): cls for k, cls in TYPE_O
 _KIND_INT_OF: Final[dict[type[Record], int]] = {cls: int(k) for cls, k in KIND_OF.items()}
 
 _packer = msgpack.Packer(use_bin_type=True, autoreset=True)
-_crc32 = zlib.crc32
+_crc32: Final = zlib.crc32
 
 
 def check_fields(kind: int, fields: Any) -> bool:
@@ -161,6 +161,7 @@ def _record_of(kind: Any, fields: Any, seq: int | None) -> Record:
 #: ``_KIND_BYTE[kind]``: the kind as one msgpack positive fixint (every kind is below 128).
 _KIND_BYTE: Final[dict[int, bytes]] = {int(k): bytes((int(k),)) for k in Kind}
 _SEALED_RECORD: Final = b"\x94"  # msgpack fixarray of 4: fields, kind, seq, crc
+_EMPTY: Final = bytearray()  # its join makes a new bytearray of the parts; itself stays empty
 
 
 def seal_record(seq: int, kind: int, body: bytes) -> bytes:
@@ -237,9 +238,6 @@ def _sealed_row(seq: int, kind: int, body: bytes) -> bytearray:
     # The bytearray's join copies both parts once, with no intermediate bytes of the whole.
     crc = _crc32(prefix, SEAL).to_bytes(4, "little")
     return _EMPTY.join((prefix, crc))
-
-
-_EMPTY: Final = bytearray()  # its join makes a new bytearray of the parts: itself stays empty
 
 
 def open_record(blob: Any, seq: int, kind_column: Any = None) -> Record:
