@@ -82,3 +82,29 @@ def test_every_kind_of_target_reports_its_spread() -> None:
     )
     assert ratio.detail == "2.00x (spread 1.00-4.00, 3 rounds)"
     assert worst.status == "missed" and worst.detail == "worst early 2 (spread 0-2, 3 rounds)"
+
+
+def test_memory_has_its_absolute_must_reach_beside_the_asyncio_aim() -> None:
+    """Issue 10: at most 350 B per pending timer must be reached; asyncio's handle is the aim."""
+    from bench.compare import memory
+    from bench.compare.targets import targets_for
+
+    cfg = quick_cfg()
+    (bytes_target,) = [t for t in targets_for(cfg) if t.label.startswith("bytes per pending")]
+    assert bytes_target.label == f"bytes per pending timer at {cfg.mem_n:,}"
+
+    def measured(engine_bytes: float) -> Comparison:
+        results = [
+            ContenderResult(memory.ENGINE, reps=[{"bytes_per_timer": engine_bytes}]),
+            ContenderResult("asyncio TimerHandle", reps=[{"bytes_per_timer": 217.0}]),
+        ]
+        ratio = Ratio(217.0 / engine_bytes, 217.0 / engine_bytes, 217.0 / engine_bytes, 1)
+        return Comparison(
+            "memory", "3", "t", "bytes_per_timer", "B", False, "asyncio TimerHandle", {},
+            results, {memory.ENGINE: ratio},
+        )  # fmt: skip
+
+    (held,) = evaluate_targets([bytes_target], {"memory": measured(330.0)})
+    assert held.status == "met" and held.threshold == "<= 350"
+    (missed,) = evaluate_targets([bytes_target], {"memory": measured(351.0)})
+    assert missed.status == "missed"
