@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.compare.concurrent_floor import FloorCalls
 from wheel_engine import Engine
 
 HANDLER = "bench"
@@ -91,34 +92,20 @@ async def engine_burst(path: Path, n: int) -> Phases:
 
 
 async def floor_burst(n: int) -> Phases:
-    """The same phases for asyncio alone: ``n`` gathered coroutines awaiting futures that one
-    task resolves once they all wait (no commit phase)."""
-    loop = asyncio.get_running_loop()
-    futures: list[asyncio.Future[None]] = []
-    resolved: list[float] = []
-
-    async def one() -> None:
-        future: asyncio.Future[None] = loop.create_future()
-        futures.append(future)
-        await future
-
-    async def resolve() -> None:
-        await asyncio.sleep(0)  # every call waits by now
-        for future in futures:
-            future.set_result(None)
-        resolved.append(time.perf_counter())
-
+    """The same phases for asyncio alone (:class:`~bench.compare.concurrent_floor.FloorCalls`:
+    ``n`` gathered coroutines awaiting futures that one task resolves; no commit phase)."""
+    floor = FloorCalls(n)
     with Collections() as seen:
         start = time.perf_counter()
-        resolver = asyncio.ensure_future(resolve())
-        gathered = asyncio.gather(*(one() for _ in range(n)))
+        resolver = asyncio.ensure_future(floor.resolve())
+        gathered = asyncio.gather(*floor.calls())
         made = time.perf_counter()
         first_done = _after_ready_callbacks()
         await gathered
         end = time.perf_counter()
     await resolver
     marks = [("gather", start), ("first", made), ("resolve", first_done[0])]
-    return seen.phases([*marks, ("second", resolved[0]), ("end", end)])
+    return seen.phases([*marks, ("second", floor.resolved_at), ("end", end)])
 
 
 def _after_ready_callbacks() -> list[float]:

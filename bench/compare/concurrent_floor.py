@@ -26,7 +26,7 @@ import gc
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,24 +47,37 @@ async def engine_calls(path: Path, n: int) -> float:
         return n / max(time.perf_counter() - start, 1e-9)
 
 
-async def floor_calls(n: int) -> float:
-    """asyncio alone: ``n`` gathered coroutines each awaiting its future, resolved at once."""
-    loop = asyncio.get_running_loop()
-    futures: list[asyncio.Future[None]] = []
+class FloorCalls:
+    """asyncio alone, what an awaited call needs with no engine: :meth:`calls` makes ``n``
+    coroutines that each await a future of their own, and :meth:`resolve` (run as a task)
+    resolves them all once they all wait, then records when (``resolved_at``)."""
 
-    async def one() -> None:
-        future: asyncio.Future[None] = loop.create_future()
-        futures.append(future)
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.futures: list[asyncio.Future[None]] = []
+        self.resolved_at = 0.0
+
+    def calls(self) -> Iterator[Coroutine[Any, Any, None]]:
+        return (self._one() for _ in range(self.n))
+
+    async def _one(self) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.futures.append(future)
         await future
 
-    async def resolve() -> None:
+    async def resolve(self) -> None:
         await asyncio.sleep(0)  # every call waits by now
-        for future in futures:
+        for future in self.futures:
             future.set_result(None)
+        self.resolved_at = time.perf_counter()
 
+
+async def floor_calls(n: int) -> float:
+    """asyncio alone: ``n`` gathered coroutines each awaiting its future, resolved at once."""
+    floor = FloorCalls(n)
     start = time.perf_counter()
-    resolver = asyncio.ensure_future(resolve())
-    await asyncio.gather(*(one() for _ in range(n)))
+    resolver = asyncio.ensure_future(floor.resolve())
+    await asyncio.gather(*floor.calls())
     await resolver
     return n / max(time.perf_counter() - start, 1e-9)
 
