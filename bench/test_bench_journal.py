@@ -66,7 +66,8 @@ def test_codec_raw_msgpack_packb(benchmark: Any) -> None:
     benchmark(msgpack.packb, SCHEDULE, use_bin_type=True)
 
 
-_SEALED = list(codec.seal_rows(1, *map(list, zip(*codec.encode_many(RECORDS), strict=True))))
+_KINDS, _BODIES = map(list, zip(*codec.encode_many(RECORDS), strict=True))
+_SEALED = list(codec.seal_params(1, _KINDS, _BODIES, 0, len(_BODIES), 1))  # [seq, kind, sealed]
 _INSERT_BODY = "INSERT INTO records (kind, body) VALUES (?, ?)"
 
 
@@ -87,7 +88,7 @@ def _insert_batch(benchmark: Any, path: Path, rows: list[tuple[int, Any]]) -> No
 
 def test_insert_a_sealed_batch(benchmark: Any, tmp_path: Path) -> None:
     """1,000 sealed records as the writer binds them: ``bytearray`` s, which sqlite3 binds at
-    once (``codec.seal_rows``)."""
+    once (``codec.seal_params``)."""
     _insert_batch(benchmark, tmp_path / "t.db", [(kind, record) for _, kind, record in _SEALED])
 
 
@@ -105,17 +106,17 @@ def _seal_and_insert(benchmark: Any, path: Path, by_statements: bool) -> None:
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=OFF")  # the sealing, binding and inserting, not the disk
     con.execute("CREATE TABLE records (seq INTEGER PRIMARY KEY, kind INTEGER, body BLOB)")
-    kinds, bodies = map(list, zip(*codec.encode_many(RECORDS), strict=True))
+    kinds, bodies = _KINDS, _BODIES
     first = [1]
 
     def insert() -> None:
         con.execute("BEGIN")
         if by_statements:
             for per, sql, start, stop in inserts.statements(len(bodies)):
-                params = inserts.sealed_params(first[0], kinds, bodies, per, start, stop)
-                con.executemany(sql, params)
+                con.executemany(sql, codec.seal_params(first[0], kinds, bodies, start, stop, per))
         else:
-            con.executemany(inserts.INSERT_SQL, codec.seal_rows(first[0], kinds, bodies))
+            one_each = codec.seal_params(first[0], kinds, bodies, 0, len(bodies), 1)
+            con.executemany(inserts.INSERT_SQL, one_each)
         con.execute("COMMIT")
         first[0] += len(bodies)
 

@@ -50,7 +50,6 @@ __all__ = [
     "schedule_row",
     "seal_params",
     "seal_record",
-    "seal_rows",
     "unpack",
 ]
 
@@ -183,36 +182,23 @@ _TAIL_UINT16: Final = _kind_tails(b"\xcd", 2)  # seqs 256..65535: a 6-byte tail
 _TAIL_UINT32: Final = _kind_tails(b"\xce", 4)  # seqs 65536..2**32-1: an 8-byte tail
 
 
-def seal_rows(
-    first: int, kinds: list[int], bodies: list[bytes]
-) -> Iterator[tuple[int, int, bytearray]]:
-    """``(seq, kind, seal_record(seq, kind, body))`` for each row (``kinds[i]``,
-    ``bodies[i]``; the lists are as long), seqs from ``first`` on: the parameters of the
-    one-row INSERT. The same bytes as :func:`seal_record`, which the tests check for every
-    width of the seq.
-
-    A generator, which ``executemany`` consumes as it inserts: each sealed row's tuple is
-    freed once bound, rather than 20,000 of them, new and alive together, counting toward the
-    cyclic collector's next runs (which walk the schedules waiting for this very commit).
-
-    Each sealed record is a ``bytearray``: ``sqlite3`` binds a ``bytearray`` as a blob at once,
-    but sends ``bytes`` through its adapter registry first (a key tuple, a dict lookup and two
-    failed attribute lookups per row: an insert took 0.88 µs a row that way, 0.52 µs now, in
-    ``bench/test_bench_journal.py``). The stored blob is the same; it reads back as ``bytes``."""
-    seq = first
-    for i in range(len(bodies)):
-        kind = kinds[i]
-        yield seq, kind, _sealed_row(seq, kind, bodies[i])
-        seq += 1
-
-
 def seal_params(
     first: int, kinds: list[int], bodies: list[bytes], start: int, stop: int, per: int
 ) -> Iterator[list[Any]]:
-    """Rows ``start`` to ``stop`` (``stop - start`` a multiple of ``per``) sealed as
-    :func:`seal_rows` seals them, row ``i`` as seq ``first + i``, in flat lists of ``per``
-    rows: ``[seq, kind, sealed, seq, kind, sealed, ...]``, the parameters of one INSERT of
-    ``per`` rows (:mod:`journal.inserts`). A generator, as :func:`seal_rows` is."""
+    """Rows ``start`` to ``stop`` of a batch (``kinds[i]``, ``bodies[i]``; ``stop - start`` a
+    multiple of ``per``), row ``i`` sealed as seq ``first + i``, in flat lists of ``per`` rows:
+    ``[seq, kind, sealed, seq, kind, sealed, ...]``, the parameters of one INSERT of ``per``
+    rows (:mod:`journal.inserts`). Each ``sealed`` is :func:`seal_record`'s bytes, which the
+    tests check for every width of the seq.
+
+    A generator, which ``executemany`` consumes as it inserts: each list is freed once bound,
+    rather than 20,000 rows' parameters, new and alive together, counting toward the cyclic
+    collector's next runs (which walk the schedules waiting for this very commit).
+
+    Each sealed record is a ``bytearray``: ``sqlite3`` binds a ``bytearray`` as a blob at once,
+    but sends ``bytes`` through its adapter registry first (a key tuple, a dict lookup and two
+    failed attribute lookups per row: an insert took 0.88 µs a row that way, 0.52 µs then, in
+    ``bench/test_bench_journal.py``). The stored blob is the same; it reads back as ``bytes``."""
     for group in range(start, stop, per):
         params: list[Any] = []
         for i in range(group, group + per):

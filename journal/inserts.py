@@ -17,12 +17,12 @@ transaction. A failure at any row fails its whole statement, and the writer roll
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, Final
 
-from journal.codec import seal_params, seal_rows
+from journal.codec import seal_params
 
-__all__ = ["INSERT_SQL", "STATEMENTS", "insert_sealed", "insert_sql", "sealed_params", "statements"]
+__all__ = ["INSERT_SQL", "STATEMENTS", "insert_sealed", "insert_sql", "statements"]
 
 #: The one-row INSERT, for the tail of a batch.
 INSERT_SQL: Final = "INSERT INTO records (seq, kind, body) VALUES (?, ?, ?)"
@@ -53,19 +53,9 @@ def statements(count: int) -> Iterator[tuple[int, str, int, int]]:
             done = stop
 
 
-def sealed_params(
-    first: int, kinds: list[int], bodies: list[bytes], per: int, start: int, stop: int
-) -> Iterable[Any]:
-    """The parameters of rows ``start`` to ``stop``, sealed as seqs ``first + i``, for
-    ``executemany`` of an INSERT of ``per`` rows: a generator, sealing as it is consumed."""
-    if per == 1:  # a tuple a row (seal_rows), as the one-row INSERT has always been handed
-        return seal_rows(first + start, kinds[start:stop], bodies[start:stop])
-    return seal_params(first, kinds, bodies, start, stop, per)
-
-
 async def insert_sealed(conn: Any, first: int, kinds: list[int], bodies: list[bytes]) -> None:
     """Insert row ``i`` (``kinds[i]``, ``bodies[i]``) sealed as seq ``first + i``, through the
     aiosqlite connection ``conn``, in its open transaction: the caller commits or rolls back.
     The rows are sealed in the connection's thread, as each statement binds them."""
     for per, sql, start, stop in statements(len(bodies)):
-        await conn.executemany(sql, sealed_params(first, kinds, bodies, per, start, stop))
+        await conn.executemany(sql, seal_params(first, kinds, bodies, start, stop, per))

@@ -9,7 +9,7 @@ that commit is in flight waits for the next batch, so N concurrent submitters co
 Sequence numbers are assigned by the writer at commit time (``last_seq + 1 ...``), so seqs are
 dense and increase forever, also across compaction (which deletes every row, including the
 newest, and would otherwise let SQLite reuse rowids). Each row is sealed there too, with a
-checksum over its seq, kind and body (:func:`journal.codec.seal_rows`), and after each commit
+checksum over its seq, kind and body (:func:`journal.codec.seal_params`), and after each commit
 the new last seq goes to the journal's high-water mark (:mod:`journal.watermark`).
 
 If a transaction fails (disk full, read-only file, I/O error) it is rolled back, each of its

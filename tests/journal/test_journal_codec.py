@@ -175,11 +175,14 @@ def test_schedule_row_is_the_encoded_schedule_record(payload: bytes | None) -> N
 
 
 def _sealed(first: int, rows: list[tuple[int, bytes]]) -> list[tuple[int, int, bytearray]]:
-    """``seal_rows`` of ``(kind, body)`` rows, as the writer keeps them: two lists."""
-    return list(codec.seal_rows(first, [kind for kind, _ in rows], [body for _, body in rows]))
+    """``seal_params`` of ``(kind, body)`` rows, as the writer keeps them (two lists), one row
+    a statement: each row's ``(seq, kind, sealed)``."""
+    kinds, bodies = [kind for kind, _ in rows], [body for _, body in rows]
+    one_each = codec.seal_params(first, kinds, bodies, 0, len(rows), 1)
+    return [(seq, kind, sealed) for seq, kind, sealed in one_each]
 
 
-def test_seal_rows_seals_like_seal_record_from_the_first_seq() -> None:
+def test_seal_params_seal_like_seal_record_from_the_first_seq() -> None:
     rows = codec.encode_many([Schedule("k", 1, "h", 5.0, None, 1.0), Ack("k", 1, 2.0)] * 200)
     first = 2**32 - 100  # the seq's msgpack form widens inside the batch
     expected = [
@@ -190,7 +193,7 @@ def test_seal_rows_seals_like_seal_record_from_the_first_seq() -> None:
     assert _sealed(1, []) == []
 
 
-def test_seal_rows_hands_sqlite_bytearrays_which_it_binds_without_its_adapter_lookup() -> None:
+def test_seal_params_hand_sqlite_bytearrays_which_it_binds_without_its_adapter_lookup() -> None:
     """sqlite3 binds exactly int, float, str and bytearray at once; a bytes parameter goes
     through its adapter registry first (about 380 ns of a 1 µs insert). The blob stored, and
     read back, is the same."""
@@ -206,8 +209,8 @@ def test_seal_rows_hands_sqlite_bytearrays_which_it_binds_without_its_adapter_lo
 
 
 @pytest.mark.parametrize("first", [1, 120, 250, 2**16 - 100, 2**32 - 100, 2**64 - 300])
-def test_seal_rows_seals_like_seal_record_across_every_width_of_the_seq(first: int) -> None:
-    """The seq's msgpack form widens at 128, 256, 2**16, 2**32 (seal_rows writes the uint 32
+def test_seal_params_seal_like_seal_record_across_every_width_of_the_seq(first: int) -> None:
+    """The seq's msgpack form widens at 128, 256, 2**16, 2**32 (seal_params writes the uint 32
     form itself, msgpack the others); each kind, each width, the same bytes as seal_record."""
     records = [
         Schedule("k", 1, "h", 5.0, b"p", 1.0),
@@ -222,8 +225,8 @@ def test_seal_rows_seals_like_seal_record_across_every_width_of_the_seq(first: i
     assert _sealed(first, rows) == expected
 
 
-@pytest.mark.parametrize("per", [1, 16, 256])
-def test_seal_params_are_seal_rows_flattened_per_statement(per: int) -> None:
+@pytest.mark.parametrize("per", [16, 256])
+def test_seal_params_of_many_rows_a_statement_are_one_row_a_statement_flattened(per: int) -> None:
     """Rows 32 to 32 + 2 * 256 of a batch, ``per`` to a list: each list is the next ``per``
     rows' (seq, kind, sealed) in order, seqs counted from the batch's first row, the seq
     widening to uint 32 inside."""
