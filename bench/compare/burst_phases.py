@@ -27,44 +27,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.compare.concurrent_floor import FloorCalls
+from bench.compare.concurrent_floor import Collections, FloorCalls
 from wheel_engine import Engine
 
 HANDLER = "bench"
 Phases = dict[str, tuple[float, float, float, float]]  # name -> (ms, young, middle, full ms)
 
 
-class Collections:
-    """Every collection run while it is entered: (generation, start, end), perf_counter."""
-
-    def __init__(self) -> None:
-        self.runs: list[tuple[int, float, float]] = []
-        self._started = 0.0
-
-    def __enter__(self) -> Collections:
-        gc.collect()
-        gc.callbacks.append(self._observe)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        gc.callbacks.remove(self._observe)
-
-    def _observe(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._started = time.perf_counter()
-        else:
-            self.runs.append((info["generation"], self._started, time.perf_counter()))
-
-    def phases(self, marks: list[tuple[str, float]]) -> Phases:
-        """Each phase between consecutive ``marks``: its length and its collections' (ms)."""
-        out: Phases = {}
-        for (name, start), (_, end) in itertools.pairwise(marks):
-            spent = [0.0, 0.0, 0.0]
-            for generation, a, b in self.runs:
-                spent[generation] += max(0.0, min(b, end) - max(a, start))
-            young, middle, full = (1e3 * seconds for seconds in spent)
-            out[name] = (1e3 * (end - start), young, middle, full)
-        return out
+def phases(seen: Collections, marks: list[tuple[str, float]]) -> Phases:
+    """Each phase between consecutive ``marks`` (name, its start): its length and the time of
+    the young, middle and full collections ``seen`` inside it (ms)."""
+    out: Phases = {}
+    for (name, start), (_, end) in itertools.pairwise(marks):
+        spent = [0.0, 0.0, 0.0]
+        for generation, a, b in seen.runs:
+            spent[generation] += max(0.0, min(b, end) - max(a, start))
+        young, middle, full = (1e3 * seconds for seconds in spent)
+        out[name] = (1e3 * (end - start), young, middle, full)
+    return out
 
 
 async def engine_burst(path: Path, n: int) -> Phases:
@@ -77,6 +57,7 @@ async def engine_burst(path: Path, n: int) -> Phases:
         commits: list[tuple[float, float]] = []  # (seconds, when the hook ran)
         journal.on_commit = lambda count, seconds: commits.append((seconds, time.perf_counter()))
         base = time.time() + 3600.0
+        gc.collect()
         with Collections() as seen:
             start = time.perf_counter()
             calls = [engine.schedule(HANDLER, at=base + i * 1e-3) for i in range(n)]
@@ -88,13 +69,14 @@ async def engine_burst(path: Path, n: int) -> Phases:
         seconds, resolved = commits[-1]
         marks = [("gather", start), ("first", made), ("commit", first_done[0])]
         marks += [("resolve", first_done[0] + seconds), ("second", resolved), ("end", end)]
-        return seen.phases(marks)
+        return phases(seen, marks)
 
 
 async def floor_burst(n: int) -> Phases:
     """The same phases for asyncio alone (:class:`~bench.compare.concurrent_floor.FloorCalls`:
     ``n`` gathered coroutines awaiting futures that one task resolves; no commit phase)."""
     floor = FloorCalls(n)
+    gc.collect()
     with Collections() as seen:
         start = time.perf_counter()
         resolver = asyncio.ensure_future(floor.resolve())
@@ -105,7 +87,7 @@ async def floor_burst(n: int) -> Phases:
         end = time.perf_counter()
     await resolver
     marks = [("gather", start), ("first", made), ("resolve", first_done[0])]
-    return seen.phases([*marks, ("second", floor.resolved_at), ("end", end)])
+    return phases(seen, [*marks, ("second", floor.resolved_at), ("end", end)])
 
 
 def _after_ready_callbacks() -> list[float]:

@@ -98,15 +98,15 @@ def rates(n: int = 20_000, rounds: int = 3) -> None:
             )
 
 
-class FullCollections:
-    """Counts the full collections run while it is entered, and the seconds they took."""
+class Collections:
+    """Every collection run while it is entered, as (generation, start, end) in
+    ``perf_counter`` seconds (``gc.callbacks``); :meth:`full` counts and times the full ones."""
 
     def __init__(self) -> None:
-        self.count = 0
-        self.seconds = 0.0
+        self.runs: list[tuple[int, float, float]] = []
         self._started = 0.0
 
-    def __enter__(self) -> FullCollections:
+    def __enter__(self) -> Collections:
         gc.callbacks.append(self._observe)
         return self
 
@@ -114,13 +114,15 @@ class FullCollections:
         gc.callbacks.remove(self._observe)
 
     def _observe(self, phase: str, info: dict[str, int]) -> None:
-        if info["generation"] != 2:
-            return
         if phase == "start":
             self._started = time.perf_counter()
         else:
-            self.count += 1
-            self.seconds += time.perf_counter() - self._started
+            self.runs.append((info["generation"], self._started, time.perf_counter()))
+
+    def full(self) -> tuple[int, float]:
+        """How many full collections ran, and the seconds they took."""
+        full = [end - start for generation, start, end in self.runs if generation == 2]
+        return len(full), sum(full)
 
 
 def heap(n: int = 20_000, sizes: tuple[int, ...] = (0, 50_000, 200_000)) -> None:
@@ -144,9 +146,10 @@ def heap(n: int = 20_000, sizes: tuple[int, ...] = (0, 50_000, 200_000)) -> None
 def _observed(calls: Coroutine[Any, Any, float]) -> tuple[float, str]:
     """The rate ``calls`` reports, and what the full collections during it cost."""
     gc.collect()
-    with FullCollections() as full:
+    with Collections() as seen:
         rate = asyncio.run(calls)
-    return rate, f"{full.count} full collections, {full.seconds * 1e3:.0f} ms"
+    count, seconds = seen.full()
+    return rate, f"{count} full collections, {seconds * 1e3:.0f} ms"
 
 
 def main(argv: list[str]) -> int:

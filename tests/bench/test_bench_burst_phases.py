@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bench.compare import burst_phases
+from bench.compare import burst_phases, concurrent_floor
 
 
 def test_engine_burst_has_every_phase_and_each_takes_time(tmp_path: Path) -> None:
@@ -23,8 +23,8 @@ def test_floor_burst_has_no_commit() -> None:
 
 
 def test_collections_are_split_at_the_marks() -> None:
-    seen = burst_phases.Collections()
+    seen = concurrent_floor.Collections()
     seen.runs = [(0, 1.0, 1.002), (2, 1.009, 1.013)]  # a young one in a, a full one across a-b
-    phases = seen.phases([("a", 1.0), ("b", 1.01), ("end", 1.02)])
+    phases = burst_phases.phases(seen, [("a", 1.0), ("b", 1.01), ("end", 1.02)])
     assert [round(x, 3) for x in phases["a"]] == [10.0, 2.0, 0.0, 1.0]
     assert [round(x, 3) for x in phases["b"]] == [10.0, 0.0, 0.0, 3.0]

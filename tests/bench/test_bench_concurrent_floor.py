@@ -21,13 +21,14 @@ def test_an_unknown_mode_prints_the_usage() -> None:
 
 
 def test_the_full_collections_of_a_burst_are_counted_and_timed() -> None:
-    with concurrent_floor.FullCollections() as full:
+    with concurrent_floor.Collections() as seen:
         gc.collect(1)  # a middle collection is not a full one
         gc.collect()
-    assert full.count == 1
-    assert full.seconds > 0
+    count, seconds = seen.full()
+    assert count == 1
+    assert seconds > 0
     gc.collect()
-    assert full.count == 1  # no longer observed once left
+    assert seen.full()[0] == 1  # no longer observed once left
 
 
 def test_the_heap_sweep_runs_each_workload_at_each_size(capsys: pytest.CaptureFixture[str]) -> None:
