@@ -59,6 +59,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.handlers",
     "wheel_engine.retry",
     "wheel_engine.validation",
+    "wheel_engine.payload",
     "journal.rules",
     "journal.codec",
     "journal.writer",

@@ -7,7 +7,7 @@ import math
 from typing import Any, Final
 
 from wheel_engine.model import Firing, TimerInfo, TimerState
-from wheel_engine.validation import decode_payload
+from wheel_engine.payload import decode_payload
 from wheel_engine.wheel.entry import DETACHED, WheelEntry
 
 #: ``Timer.payload`` of a recovered timer whose msgpack bytes (``Timer.packed``) are not decoded

@@ -26,10 +26,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-import msgpack
-
 from wheel_engine.diagnostics import MIN_ERROR_BYTES
 from wheel_engine.errors import DuplicateKey, UnknownHandler
+from wheel_engine.payload import encode_payload
 
 if TYPE_CHECKING:
     from wheel_engine.timer import Timer
@@ -57,11 +56,6 @@ class ScheduleRequest(NamedTuple):
     data: bytes | None  #: the payload's msgpack bytes (None for no payload)
     key: str | None  #: None: the engine makes one
     on_conflict: str  #: one of :data:`ON_CONFLICT`
-
-
-# One packer for every payload: packing runs no Python code (payload values are builtins or
-# their subclasses, packed at C level), so it never releases the GIL: safe from any thread.
-_pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 
 
 def check_engine_options(
@@ -273,40 +267,3 @@ def check_name(value: object, what: str) -> str:
 def check_key(key: object) -> str:
     """:func:`check_name` for a timer's key."""
     return check_name(key, "key")
-
-
-def encode_payload(payload: Any, limit: Any) -> tuple[bytes, Any]:
-    """``(msgpack bytes, decoded value)`` of a payload that is not None.
-
-    ``TypeError`` if msgpack cannot encode it or it would not decode back to the same value (a
-    dict with tuple keys: they come back as lists, which cannot be keys); ``ValueError`` if the
-    bytes are over ``limit``. The round trip costs one decode (plus a re-encode when the decoded
-    value does not compare equal, e.g. tuples or NaN): measured 0.3 us for a small dict, 0.4 ms
-    for 48 KB of nested dicts (docs/design.md, "Bad input").
-    """
-    try:
-        data: bytes = _pack(payload)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise TypeError(f"payload cannot be encoded with msgpack: {exc}") from exc
-    if len(data) > limit:
-        raise ValueError(f"payload is {len(data)} bytes, over max_payload_bytes={limit}")
-    try:
-        decoded = decode_payload(data)
-    except Exception as exc:  # msgpack raises several unrelated types
-        raise TypeError(f"payload would not decode back after a restart: {exc}") from exc
-    if not _same(decoded, payload) and _pack(decoded) != data:
-        raise TypeError("payload would not decode back equal after a restart")
-    return data, decoded
-
-
-def _same(decoded: Any, payload: Any) -> bool:
-    try:
-        return bool(decoded == payload)
-    except Exception:  # a subclass's __eq__ may raise: fall back to comparing the bytes
-        return False
-
-
-def decode_payload(data: bytes | None) -> Any:
-    if data is None:
-        return None
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)

@@ -37,7 +37,7 @@ from journal import Cancel, Journal, JournalError, JournalLocked, Schedule, appl
 from wheel_engine.cli.common import decode_payload, open_readonly, translate_error
 from wheel_engine.cli.output import EXIT_LOCKED, EXIT_PROBLEM, CliError
 from wheel_engine.model import CancelResult
-from wheel_engine.validation import encode_payload
+from wheel_engine.payload import encode_payload
 
 if TYPE_CHECKING:
     from journal import Recovered, TimerRow

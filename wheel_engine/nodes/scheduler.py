@@ -30,10 +30,11 @@ from wheel_engine.errors import DuplicateKey, EngineError
 from wheel_engine.events import EventBus
 from wheel_engine.model import CancelResult, TimerInfo
 from wheel_engine.nodes.adopting import Adopter, timer_of
+from wheel_engine.payload import decode_payload
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
-from wheel_engine.validation import RequestChecker, ScheduleRequest, decode_payload
+from wheel_engine.validation import RequestChecker, ScheduleRequest
 from wheel_engine.workers import WorkerPool
 
 __all__ = ["NodeScheduler", "info_of"]

@@ -31,7 +31,7 @@ from wheel_engine.cli.remote import (
     report_cancel,
 )
 from wheel_engine.cli.write import _report_redrive
-from wheel_engine.validation import encode_payload
+from wheel_engine.payload import encode_payload
 
 if TYPE_CHECKING:
     from journal.postgres import PostgresClient, StoredTimer
