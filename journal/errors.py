@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 
-class JournalError(Exception):
+class WheelEngineError(Exception):
+    """The base of every error the library raises, so ``except WheelEngineError`` catches them
+    all. It lives here, in the journal package, because the engine's package imports this one and
+    never the other way round; ``wheel_engine.errors`` re-exports it."""
+
+
+class JournalError(WheelEngineError):
     """The journal cannot be used: not a journal, a newer schema, disk full, read-only, closed."""
 
 

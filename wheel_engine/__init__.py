@@ -16,7 +16,9 @@ from wheel_engine.errors import (
     JournalError,
     JournalLocked,
     PermanentError,
+    TimerNotFound,
     UnknownHandler,
+    WheelEngineError,
 )
 from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
 from wheel_engine.retry import RetryPolicy
@@ -34,8 +36,10 @@ __all__ = [
     "PermanentError",
     "RetryPolicy",
     "TimerInfo",
+    "TimerNotFound",
     "TimerState",
     "UnknownHandler",
+    "WheelEngineError",
 ]
 __version__ = "0.1.0"
 

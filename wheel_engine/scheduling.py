@@ -28,7 +28,7 @@ from journal import Cancel, Redrive
 from journal.codec import SCHEDULE_KIND, schedule_body, schedule_row
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
-from wheel_engine.errors import EngineError
+from wheel_engine.errors import EngineError, TimerNotFound
 from wheel_engine.events import EventBus
 from wheel_engine.firing import Trigger
 from wheel_engine.gcpause import gc_paused
@@ -368,11 +368,12 @@ class Scheduler:
     async def redrive(self, key: str, due: float, now: float) -> TimerInfo:
         """A new version of the DEAD timer ``key``, PENDING at ``due``, attempts reset.
         Returns it as it was redriven (it may fire before the commit is done), once committed.
-        ``KeyError`` if there is no such timer, ``EngineError`` if it is not DEAD.
+        ``TimerNotFound`` (a ``KeyError``) if there is no such timer, ``EngineError`` if it is
+        not DEAD.
         """
         dead = self._table.timers.get(key)
         if dead is None:
-            raise KeyError(key)
+            raise TimerNotFound(key)
         if dead.state is not DEAD:
             raise EngineError(f"timer {key!r} is {dead.state.value}, not DEAD")
         fresh = Timer(dead.key, self.next_version, dead.handler, due, dead.payload)

@@ -24,6 +24,8 @@ import json
 import os
 from typing import Any, Final
 
+from wheel_engine.errors import WheelEngineError
+
 __all__ = [
     "MAX_REQUEST_BYTES",
     "PROTOCOL_VERSION",
@@ -49,7 +51,7 @@ MAX_SOCKET_PATH: Final = 107
 SOCKET_SUFFIX: Final = "-admin.sock"
 
 
-class AdminError(Exception):
+class AdminError(WheelEngineError):
     """Anything that went wrong talking over the admin channel."""
 
 

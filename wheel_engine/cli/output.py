@@ -14,6 +14,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from wheel_engine.errors import WheelEngineError
+
 if TYPE_CHECKING:  # rich is imported when something is drawn: --json and errors never need it
     from rich.console import Console
     from rich.progress import Progress
@@ -43,7 +45,7 @@ EXIT_LOCKED = 4  #: a writing command found the journal locked by a running engi
 _EXCEPTION_NAME: Final = re.compile(r"(?:(?<=^)|(?<=: ))[A-Z][A-Za-z]*(?:Error|Exception): ")
 
 
-class CliError(Exception):
+class CliError(WheelEngineError):
     """An error the user can act on: printed as one line, no traceback."""
 
     def __init__(self, message: str, *, code: int = EXIT_ERROR) -> None:

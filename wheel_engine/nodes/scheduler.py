@@ -26,7 +26,7 @@ from typing import Any
 
 from journal.postgres import LiveKeyConflict, PostgresStore, StoredTimer
 from wheel_engine.clock import Clock
-from wheel_engine.errors import DuplicateKey, EngineError
+from wheel_engine.errors import DuplicateKey, EngineError, TimerNotFound
 from wheel_engine.events import EventBus
 from wheel_engine.model import CancelResult, TimerInfo
 from wheel_engine.nodes.adopting import Adopter, timer_of
@@ -144,7 +144,7 @@ class NodeScheduler:
         if row is None:
             current = await self._store.lookup(key)
             if current is None:
-                raise KeyError(key)
+                raise TimerNotFound(key)
             if current.state is not DEAD:
                 raise EngineError(f"timer {key!r} is {current.state}, not DEAD")
             raise EngineError(f"timer {key!r} changed while it was redriven")  # pragma: no cover
