@@ -177,16 +177,6 @@ def test_handler_seconds_by_outcome_only_for_attempts_that_ran() -> None:
     assert value(registry, "wheel_engine_firing_lateness_seconds_count", handler="h") == 1
 
 
-def test_timed_is_a_deprecated_no_op() -> None:
-    registry = CollectorRegistry()
-    _, metrics = bus_metrics(registry)
-
-    async def handler(firing: Firing) -> None: ...
-
-    with pytest.warns(DeprecationWarning, match="no longer needed"):
-        assert metrics.timed(handler) is handler
-
-
 def test_an_engine_that_emits_no_event_still_exports_stats() -> None:
     """``instrument`` on an engine whose ``on_event`` never calls back: the stats, no handler
     histograms (metrics subscribe through ``engine.on_event`` and read ``stats()``, no more)."""

@@ -30,10 +30,9 @@ event itself (0.3 us), measured with ``python -m timeit`` on an ``EventBus`` dri
 from __future__ import annotations
 
 import logging
-import warnings
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 try:
     from prometheus_client import REGISTRY, CollectorRegistry, Histogram
@@ -122,8 +121,6 @@ COMMIT_SECONDS_BUCKETS = (
     0.5,
     1.0,  # a second: the disk is failing or saturated
 )
-
-H = TypeVar("H", bound=Callable[..., Any])
 
 #: How prometheus_client writes a bucket's ``le`` (typed here: the library's function is not).
 _le_label: Callable[[float], str] = floatToGoString
@@ -323,17 +320,6 @@ class EngineMetrics:
             self.handler_seconds.observe(
                 (event.handler, kind.value), duration if duration > 0.0 else 0.0
             )
-
-    def timed(self, fn: H) -> H:
-        """Deprecated, and returns ``fn`` unchanged: every handler is measured through the
-        engine's events now. Kept so that code written for the old wrapper still runs."""
-        warnings.warn(
-            "EngineMetrics.timed is no longer needed: every handler's lateness and run time "
-            "are measured from the engine's events; remove the decorator",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return fn
 
     def unregister(self) -> None:
         """Remove every metric from the registry, unsubscribe and unhook the journal."""

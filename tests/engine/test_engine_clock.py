@@ -9,7 +9,7 @@ import time
 import pytest
 
 from wheel_engine import Engine
-from wheel_engine.clock import Clock, SystemClock
+from wheel_engine.clock import SystemClock
 from wheel_engine.testing import VirtualClock
 
 
@@ -19,13 +19,6 @@ async def test_the_engine_attaches_to_its_clock_while_it_runs() -> None:
     async with engine:
         assert clock._engines == [engine]  # advance() waits for its off-loop work
     assert clock._engines == []
-
-
-def test_system_clock_attach_and_detach_are_no_ops() -> None:
-    clock: Clock = SystemClock()
-    engine = Engine(None, clock=clock)
-    clock.attach(engine)
-    clock.detach(engine)
 
 
 STEP = 0.001  #: how far the one timeline behind both clocks moves between two readings
