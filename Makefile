@@ -61,7 +61,7 @@ check-build: $(LIBRARY)
 	fi
 
 demo: check-build
-	@echo "make: running the demo (about half a minute): wheel-engine demo"
+	@echo "make: running the demo (about 15 seconds): wheel-engine demo"
 	@$(BIN)/wheel-engine demo
 
 test: $(STAMP) lint typecheck pytest
