@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "bench",
-        help="the side-by-side benchmark (a plug-in: pip install wheel-engine-bench)",
+        help="the side-by-side benchmark (a plug-in: pip install ./bench from a checkout)",
         description=BENCH_DESCRIPTION,
         add_help=False,  # --help goes to the benchmark's own parser, when it is installed
     )
