@@ -14,9 +14,13 @@ wheel and an editable install (``pip install -e .``, which copies them into the 
 both find them. A type error mypyc reports or a C compiler error is not a reason to fall back:
 the build fails, so a broken compiled core is never shipped as a silent pure one.
 
-Every build first deletes the extension modules a previous build left in the source tree:
-Python imports an extension in preference to the ``.py`` beside it, so a stale one would shadow
-the pure build, or a module taken off the list.
+An in-place build (an editable install, or ``setup.py build_ext --inplace``) first deletes the
+extension modules a previous one left in the source tree: Python imports an extension in
+preference to the ``.py`` beside it, so a stale one would shadow the pure build, or a module
+taken off the list. Any other build (``pip wheel .``, ``pip install .``) leaves the source tree
+alone, so building a wheel from a checkout never turns that checkout's editable install into
+pure Python; it builds in its build directory, from which it first deletes the extensions a
+previous build left there (a pure wheel must not pick up a compiled build's leftovers).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from typing import Any
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+from setuptools.command.editable_wheel import editable_wheel
 
 HERE = Path(__file__).resolve().parent
 
@@ -101,14 +107,38 @@ def compiled_extensions(build: ModuleType) -> list[Any]:
 
 
 def extensions() -> list[Any]:
-    build = load_build_list()
-    remove_old_extensions(build.packages())
     reason = why_pure()
     if reason is not None:
         print(f"wheel-engine: building pure Python: {reason}", file=sys.stderr)
         return []
-    print("wheel-engine: compiling the core with mypyc", file=sys.stderr)
-    return compiled_extensions(build)
+    print(
+        "wheel-engine: compiling the core with mypyc (about a minute; "
+        "WHEEL_ENGINE_PURE=1 builds pure Python at once)",
+        file=sys.stderr,
+    )
+    return compiled_extensions(load_build_list())
+
+
+def remove_shadowing_extensions(root: Path) -> None:
+    """Before a build writes extensions into ``root``: delete those a previous build left."""
+    remove_old_extensions(load_build_list().packages(), root)
+
+
+class CleanBuildPy(build_py):
+    """``build_py`` that first empties the build directory of earlier builds' extensions."""
+
+    def run(self) -> None:
+        remove_shadowing_extensions(Path(self.build_lib))
+        super().run()
+
+
+class CleanEditableWheel(editable_wheel):
+    """An editable install imports from the source tree: its stale extensions go first (a pure
+    editable build has no ``build_ext`` step to do it)."""
+
+    def run(self) -> None:
+        remove_shadowing_extensions(HERE)
+        super().run()
 
 
 class StampedBuildExt(build_ext):
@@ -120,6 +150,16 @@ class StampedBuildExt(build_ext):
     ``wheel_engine._build.stale_modules`` although it is up to date.
     """
 
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if self.parallel is None:  # two shared libraries and the modules' shims: compile at once
+            self.parallel = os.cpu_count() or 1
+
+    def run(self) -> None:
+        if self.inplace:  # editable, or ``build_ext --inplace``: the copies land in the tree
+            remove_shadowing_extensions(HERE)
+        super().run()
+
     def copy_extensions_to_source(self) -> None:
         super().copy_extensions_to_source()
         for ext in self.extensions:
@@ -129,4 +169,11 @@ class StampedBuildExt(build_ext):
 
 
 if __name__ == "__main__":  # setuptools runs this file as __main__; tests import it
-    setup(ext_modules=extensions(), cmdclass={"build_ext": StampedBuildExt})
+    setup(
+        ext_modules=extensions(),
+        cmdclass={
+            "build_ext": StampedBuildExt,
+            "build_py": CleanBuildPy,
+            "editable_wheel": CleanEditableWheel,
+        },
+    )

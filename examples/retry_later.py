@@ -10,8 +10,10 @@
   DB --state DEAD``) with its last error, and fires no more.
 - :class:`~wheel_engine.PermanentError` means "retrying cannot help" (a 4xx, a validation
   error): the timer is DEAD at once.
-- Once the cause is fixed, ``await engine.redrive(key)`` (or ``wheel-engine redrive DB KEY``
-  while the service is stopped) puts a DEAD timer back to PENDING with its attempts reset.
+- Once the cause is fixed, ``await engine.redrive(key)`` (or ``wheel-engine redrive DB KEY``:
+  through the running engine's admin socket when it serves one, ``Engine(..., admin=True)``,
+  straight into the journal when no engine runs) puts a DEAD timer back to PENDING with its
+  attempts reset.
 """
 
 from __future__ import annotations

@@ -280,27 +280,77 @@ def test_every_build_removes_the_extensions_a_previous_one_left(tmp_path: Path) 
     assert (package / "mod.py").exists()
 
 
-@pytest.mark.slow
-def test_a_build_without_a_c_compiler_is_a_pure_wheel(tmp_path: Path) -> None:
-    # From a copy: a build deletes the extensions in its source tree, this run's among them.
+def copy_of_the_tree(tmp_path: Path) -> Path:
+    """The checkout without its VCS, venv, build output and benchmarks, with its extensions."""
     source = tmp_path / "src"
     ignore = shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", f"*{SUFFIX}", "bench"
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "bench", "site"
     )
     shutil.copytree(ROOT, source, ignore=ignore)
+    return source
+
+
+def build_wheel(source: Path, out: Path, **env_changes: str) -> Path:
+    """``pip wheel --no-deps`` of ``source`` as a user runs it (build isolation and all)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "WHEEL_ENGINE_PURE")}
-    env["CC"] = str(tmp_path / "no-such-cc")
+    env.update(env_changes)
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(source)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    (wheel,) = tmp_path.glob("wheel_engine-*.whl")
+    (wheel,) = out.glob("wheel_engine-*.whl")
+    return wheel
+
+
+def extensions_under(root: Path) -> dict[str, bytes]:
+    """Every extension module in the packages under ``root``, by path, with its bytes."""
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for package in _build.packages()
+        for path in sorted((root / package).rglob(f"*{SUFFIX}"))
+    }
+
+
+@pytest.mark.slow
+def test_a_build_without_a_c_compiler_is_a_pure_wheel(tmp_path: Path) -> None:
+    source = copy_of_the_tree(tmp_path)
+    for path in extensions_under(source):
+        (source / path).unlink()
+    # An extension an editable install left in the tree stays (a wheel build is not in place);
+    # one an earlier build left in the build directory does not reach this pure wheel.
+    in_tree = source / "wheel_engine" / "wheel" / f"wheel{SUFFIX}"
+    in_tree.write_bytes(b"an editable install's")
+    left_in_build = source / "build" / "lib" / "wheel_engine" / "wheel" / f"wheel{SUFFIX}"
+    left_in_build.parent.mkdir(parents=True)
+    left_in_build.write_bytes(b"an earlier build's")
+    wheel = build_wheel(source, tmp_path, CC=str(tmp_path / "no-such-cc"))
     assert wheel.name.endswith("-py3-none-any.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "wheel_engine/wheel/wheel.py" in names
     assert "wheel_engine/_build.py" in names
     assert not [name for name in names if name.endswith(".so")]
+    assert in_tree.read_bytes() == b"an editable install's"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("WHEEL_ENGINE_EXPECT_BUILD") != "compiled",
+    reason="compiles with mypyc (a minute): runs in CI's compiled pass, "
+    "WHEEL_ENGINE_EXPECT_BUILD=compiled",
+)
+def test_a_compiled_wheel_build_leaves_the_checkouts_compiled_modules(tmp_path: Path) -> None:
+    """``pip wheel .`` in a checkout with a compiled editable install once deleted that
+    install's extensions: ``make test`` went on pure without a word."""
+    assert wheel_engine.COMPILED
+    source = copy_of_the_tree(tmp_path)
+    before = extensions_under(source)
+    assert len(before) == len(_build.COMPILED_MODULES) + len(_build.packages())
+    wheel = build_wheel(source, tmp_path / "dist")
+    assert extensions_under(source) == before
+    names = zipfile.ZipFile(wheel).namelist()
+    for name in _build.COMPILED_MODULES:
+        assert str(_build.source_path(name, Path()).with_suffix(SUFFIX)) in names, name

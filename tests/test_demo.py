@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -81,3 +83,22 @@ def test_plan_shares() -> None:
     plan = demo.Plan.make(2000, quick=True, seed=3, crash=True)
     assert plan.deadline < 60
     assert demo.Plan.make(3000, quick=False, seed=3, crash=True).deadline < 60
+
+
+@pytest.mark.slow
+def test_the_quick_demo_says_what_its_lateness_is_and_that_it_removes_its_files() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "wheel_engine.cli", "demo", "--quick", "--orders", "100"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "300"},  # rich wraps at the terminal's width
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = " ".join(done.stdout.replace("\u2502", " ").split())  # a table cell's wrapped lines
+    assert "(removed at the end: --dir DIR keeps them)" in out
+    match = re.search(r"removing (/\S+) \(the demo's databases; --dir DIR keeps them\)", out)
+    assert match is not None, out
+    assert not Path(match.group(1)).exists()
+    assert re.search(r"fired minus due \(wall clock\) of the \d+ timers a running worker", out)
+    assert "--quick: short timeouts, few timers" in out

@@ -46,3 +46,34 @@ def test_no_module_of_the_library_is_over_400_lines() -> None:
         if (count := len(path.read_text().splitlines())) > 400
     }
     assert too_long == {}
+
+
+def _project() -> dict[str, object]:
+    project: dict[str, object] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return project
+
+
+def test_metadata_names_its_authors_and_only_tested_pythons() -> None:
+    project = _project()
+    assert project["authors"] == [{"name": "the wheel-engine authors"}]
+    assert "the wheel-engine authors" in (ROOT / "LICENSE").read_text()
+    classifiers = project["classifiers"]
+    assert isinstance(classifiers, list)
+    versions = [c for c in classifiers if c.startswith("Programming Language :: Python :: 3.")]
+    # .ci/run tests python3.11 only (no 3.12/3.13 reaches this machine: see pyproject.toml).
+    assert versions == ["Programming Language :: Python :: 3.11"]
+    assert "PY=python3.11" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_development_toolchain_is_not_published_metadata() -> None:
+    """``dev`` and ``docs`` were extras: a user saw ``wheel-engine[dev]`` offered on the package
+    page. They are requirements-dev.txt, which ``make`` installs with every real extra."""
+    extras = _project()["optional-dependencies"]
+    assert isinstance(extras, dict)
+    assert not {"dev", "docs", "bench"} & set(extras)
+    assert not any("wheel-engine" in r for reqs in extras.values() for r in reqs)
+    tools = (ROOT / "requirements-dev.txt").read_text()
+    for needed in ("pytest", "hypothesis", "ruff", "mypy", "mkdocs-material", "-e ./bench"):
+        assert needed in tools, needed
+    makefile = (ROOT / "Makefile").read_text()
+    assert "-r requirements-dev.txt" in makefile and '"optional-dependencies"' in makefile

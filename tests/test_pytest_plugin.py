@@ -1,10 +1,12 @@
 """The pytest plugin (``wheel_engine.pytest_plugin``) as a user gets it: pytest run on a user's
-test file in another process, the fixtures found without any import."""
+test file in another process, the fixtures found without any import, the ``async def`` tests
+that use them run by the plugin itself (no conftest hook, no pytest-asyncio)."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,19 +16,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-
-USER_CONFTEST = """
-import asyncio, inspect
-import pytest
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem):  # the user's own way of running async tests
-    if not inspect.iscoroutinefunction(pyfuncitem.obj):
-        return None
-    names = pyfuncitem._fixtureinfo.argnames
-    asyncio.run(pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names}))
-    return True
-"""
 
 USER_TESTS = """
 import pytest
@@ -41,6 +30,9 @@ async def test_unpaid_order_expires(timer_engine, virtual_clock):
         await virtual_clock.advance(1)
     assert expired == ["order:A1"]
     assert timer_engine.journal is None  # in memory by default
+
+async def test_an_async_test_without_the_fixtures_is_left_to_pytest():
+    pass
 
 class TestDurable:
     @pytest.fixture
@@ -65,20 +57,55 @@ def test_pyproject_registers_the_plugin() -> None:
     assert project["entry-points"]["pytest11"]["wheel_engine"] == "wheel_engine.pytest_plugin"
 
 
-@pytest.mark.slow
-def test_fixtures_in_a_users_test_suite(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(textwrap.dedent(USER_CONFTEST))
-    (tmp_path / "test_orders.py").write_text(textwrap.dedent(USER_TESTS))
+def run_pytest(directory: Path) -> subprocess.CompletedProcess[str]:
+    """pytest on ``directory`` in a fresh process, the plugin loaded as a user's pytest loads it."""
     # Installed, the entry point loads it; from a checkout (PYTHONPATH), name it as pytest would.
     load = [] if _plugin_installed() else ["-p", "wheel_engine.pytest_plugin"]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *load, str(tmp_path)],
-        cwd=tmp_path,
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *load, str(directory)],
+        cwd=directory,
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+@pytest.mark.slow
+def test_fixtures_in_a_users_test_suite(tmp_path: Path) -> None:
+    (tmp_path / "test_orders.py").write_text(textwrap.dedent(USER_TESTS))
+    done = run_pytest(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "2 passed" in done.stdout and "1 failed" in done.stdout
+    # Only the test that uses none of the fixtures: pytest's own answer.
+    failed = re.findall(r"^FAILED (\S+)", done.stdout, re.MULTILINE)
+    assert [name.rpartition("::")[2] for name in failed] == [
+        "test_an_async_test_without_the_fixtures_is_left_to_pytest"
+    ]
+
+
+#: Where the docs give an ``async def`` test for the fixtures: each must pass as written.
+DOCUMENTED_EXAMPLES = ["docs/guide/testing.md", "docs/index.md", "wheel_engine/pytest_plugin.py"]
+
+
+def documented_async_tests(path: Path) -> list[str]:
+    """The code blocks of a page (or a docstring's ``::`` block) that define an async test."""
+    text = path.read_text()
+    if path.suffix == ".md":
+        blocks = re.findall(r"^```python\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    else:
+        blocks = [textwrap.dedent(m) for m in re.findall(r"::\n\n((?: {4}.*\n|\n)+)", text)]
+    return [block for block in blocks if "async def test_" in block]
+
+
+@pytest.mark.slow
+def test_the_documented_async_examples_pass_with_plain_pytest(tmp_path: Path) -> None:
+    count = 0
+    for page in DOCUMENTED_EXAMPLES:
+        (block,) = documented_async_tests(ROOT / page)
+        count += 1
+        (tmp_path / f"test_doc_{count}.py").write_text(block)
+    done = run_pytest(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed" in done.stdout
+    assert f"{count} passed" in done.stdout

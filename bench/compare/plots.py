@@ -5,8 +5,12 @@ Files: ``throughput.png`` (1: in memory against N), ``cancel.png`` (1: the cance
 ``firing.png`` (5), ``recovery.png`` (6: one panel per size), ``scaling.png`` (7: CPU per
 timer against timers pending, one panel per operation mix).
 
-Guaranteed: every plot's title says what it compares and that its ratios come from one run on
-one machine; a legend names only lines drawn inside the axes; the layout is constrained and long
+Guaranteed: every plot's title says what it compares, what a reader should see in it (one
+sentence from the figures, "What to see: ..."), and that its ratios come from one run on one
+machine; every ratio reads the same way, "times as good as the anchor" (above 1x is better,
+whichever way the metric itself runs, which its axis says); figure 1's two plots are 1a and 1b;
+a bar plot on a log axis starts below its smallest whisker, so no bar (the anchor's among them)
+is cut off; a legend names only lines drawn inside the axes; the layout is constrained and long
 titles are wrapped, so no label is cut off (``tests/bench/test_bench_plots.py`` checks both);
 an axis whose values span a decade or more is logarithmic (:mod:`bench.compare.plotkit`). Not
 guaranteed: that two contenders with equal figures stay apart (they are told apart by line
@@ -33,6 +37,10 @@ if TYPE_CHECKING:
 __all__ = ["draw", "figures", "matplotlib_missing"]
 
 NAME_CHARS = 30  #: a contender's name beside its bar is wrapped beyond this many characters
+#: on a log axis, bars start this many times below the smallest value drawn (a quarter decade+)
+LOG_FLOOR = 4.0
+#: what every ratio means, on every plot
+RATIO_WORDS = "times as good as"
 
 
 #: what a comparison's metric is, in words, for the axis label
@@ -55,22 +63,48 @@ BAR_COLOURS = (
 
 #: the headline of each bar plot (the line plots fall back to bars without their series)
 HEADLINES = {
-    "throughput": "Figure 1: in memory, end to end, wheel-engine against asyncio and uvloop",
+    "throughput": "Figure 1a: in memory, end to end, wheel-engine against asyncio and uvloop",
     "lateness": "Figure 2: lateness, wheel-engine against asyncio and uvloop call_at",
-    "cancel": "Figure 1: in memory, cancel-heavy mix, wheel-engine against asyncio and uvloop",
+    "cancel": "Figure 1b: in memory, cancel-heavy mix, wheel-engine against asyncio and uvloop",
     "memory": "Figure 3: memory per pending timer, wheel-engine against asyncio and uvloop",
     "durable": "Figure 4: durable scheduling, wheel-engine against raw sqlite3, APScheduler, huey",
     "firing": "Figure 5: firing due durable timers, wheel-engine against APScheduler and huey",
     "recovery": "Figure 6: recovery (start-up), wheel-engine against a raw read of the rows",
     "scaling": "Figure 7: CPU per timer by timers pending, wheel-engine against asyncio call_at",
+    "nodes": "Figure 8: timers fired per second by node processes sharing one PostgreSQL",
 }
+
+
+def reading(comp: Comparison | None) -> str | None:
+    """One sentence of what ``comp`` shows: wheel-engine's median ratio to the anchor, in the
+    metric's own direction ("2.1x the timers handled per second of asyncio", "0.6x the memory
+    per pending timer of asyncio (lower is better)"); None without a ratio to quote."""
+    if comp is None:
+        return None
+    subject = next((r.name for r in comp.results if r.name.startswith("wheel-engine")), None)
+    ratio = comp.ratios.get(subject) if subject is not None else None
+    if subject is None or ratio is None or subject == comp.anchor or not ratio.median:
+        return None
+    what = METRIC_WORDS.get(comp.metric, comp.metric)
+    if comp.higher_is_better:
+        return f"{subject}: {fmt_ratio(ratio.median)}x the {what} of {comp.anchor}"
+    # the ratio is anchor / value here: the value is 1/ratio times the anchor's
+    return (
+        f"{subject}: {fmt_ratio(1 / ratio.median)}x the {what} of {comp.anchor} (lower is better)"
+    )
+
+
+def what_to_see(comps: Sequence[Comparison | None], fallback: str) -> str:
+    """The plot's sentence for its reader: each panel's reading, or ``fallback``."""
+    readings = [r for r in map(reading, comps) if r is not None]
+    return "What to see: " + ("; ".join(readings) if readings else fallback) + "."
 
 
 def matplotlib_missing() -> str | None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        return "matplotlib not installed (pip install 'wheel-engine[bench]')"
+        return "matplotlib not installed (pip install ./bench, from a checkout of wheel-engine)"
     return None
 
 
@@ -153,13 +187,14 @@ def throughput(series: dict[str, Any], comp: Comparison | None, machine: str) ->
     ax.set_ylabel("timers/s, first schedule to last firing")
     kit.engineering(ax, "y")
     ax.grid(True, which="both", alpha=0.3)
-    n = f", ratios at N={comp.params['n']:,}" if comp is not None else ""
+    n = f" at N={comp.params['n']:,}" if comp is not None else ""
     kit.titles(
         fig,
-        "Figure 1: in memory, end to end, timers/s by N: wheel-engine against asyncio and "
-        f"uvloop call_at (window {window} s)",
-        f"{kit.ONE_RUN} ({machine}){n}, x {comp.anchor if comp else 'the anchor'}, "
-        "median of rounds; higher is better",
+        "Figure 1a: in memory, end to end, timers/s by N: wheel-engine against asyncio and "
+        f"uvloop call_at (window {window} s). "
+        + what_to_see([comp], "timers/s by N, higher is better"),
+        f"{kit.ONE_RUN} ({machine}); ratios in the legend{n}: {RATIO_WORDS} "
+        f"{comp.anchor if comp else 'the anchor'}, median of rounds (above 1x is better)",
     )
     kit.legend(ax)
     return fig
@@ -186,9 +221,10 @@ def lateness(series: dict[str, Any], comp: Comparison | None, machine: str) -> F
     kit.titles(
         fig,
         f"Figure 2: lateness of {lat.get('n', 0):,} timers due over {lat.get('window_s', '?')} s "
-        "(CDF): wheel-engine against asyncio and uvloop call_at",
-        f"{kit.ONE_RUN} ({machine}), each contender's median-p99 round; "
-        f"p99 ratio x {comp.anchor if comp else 'the anchor'}, higher is better",
+        "(CDF): wheel-engine against asyncio and uvloop call_at. "
+        + what_to_see([comp], "the further left a curve, the less late its timers"),
+        f"{kit.ONE_RUN} ({machine}), each contender's median-p99 round; p99 in the legend: "
+        f"{RATIO_WORDS} {comp.anchor if comp else 'the anchor'} (above 1x: less late)",
     )
     kit.legend(ax)
     return fig
@@ -226,7 +262,8 @@ def scaling(series: dict[str, Any], comp: Comparison | None, machine: str) -> Fi
     kit.titles(
         fig,
         "Figure 7: in memory, CPU per timer by timers pending: wheel-engine (a timing wheel) "
-        "against asyncio call_at (a binary heap)",
+        "against asyncio call_at (a binary heap). What to see: how each one's cost per timer "
+        "grows with the timers pending (its growth is in the legend).",
         f"{kit.ONE_RUN} ({machine}); median of rounds, band: min..max; lower is better; "
         "growth: cost at the largest N over cost at the smallest",
     )
@@ -282,13 +319,24 @@ def bars(comps: Sequence[Comparison], stem: str, machine: str) -> Figure:
     for ax, comp in zip(axes, comps, strict=True):
         _bar_panel(ax, comp)
     anchors = sorted({c.anchor for c in comps})
+    headline = HEADLINES.get(
+        stem, f"Figure {comps[0].figure}: {comps[0].title}, against {anchors[0]}"
+    )
     kit.titles(
         fig,
-        HEADLINES.get(stem, f"Figure {comps[0].figure}: {comps[0].title}, against {anchors[0]}"),
-        f"{kit.ONE_RUN} ({machine}); ratio x {' / '.join(anchors)} (the hatched bar), "
-        "median over rounds, higher is better",
+        f"{headline}. {what_to_see(comps, 'the bars against the hatched one')}",
+        f"{kit.ONE_RUN} ({machine}); right-hand column: {RATIO_WORDS} {' / '.join(anchors)} "
+        "(the hatched bar), median over rounds; above 1x is better",
     )
     return fig
+
+
+def _panel_title(comp: Comparison) -> str:
+    """A panel's title: the comparison's, but for figure 8's, whose title also names the
+    schedule rate and lag it measures and the plot does not draw."""
+    if comp.key.startswith("nodes.") and "nodes" in comp.params:
+        return f"{comp.params['nodes']} node process(es) on one PostgreSQL: timers fired per second"
+    return comp.title
 
 
 def _bar_panel(ax: Axes, comp: Comparison) -> None:
@@ -300,18 +348,25 @@ def _bar_panel(ax: Axes, comp: Comparison) -> None:
         if vals:
             _bar(ax, y, vals, _bar_colour(res.name), anchor=res.name == comp.anchor)
             measured += vals
+    log = ""
     if measured:
         kit.scale(ax, "x", measured)
+        if ax.get_xscale() == "log":  # bars grow from the axis' left end: start it low enough
+            ax.set_xlim(left=min(v for v in measured if v > 0) / LOG_FLOOR)
+            log = "\nlog axis: read the ratios, not the bar lengths"
     ax.set_yticks(ys, [_name_cell(comp, res.name) for res in comp.results], fontsize=8.5)
     right = ax.twinx()
     right.set_ylim(ax.get_ylim())
     right.set_yticks(ys, [_ratio_cell(comp, res.name) for res in comp.results], fontsize=8.5)
-    right.set_ylabel("ratio x anchor", fontsize=8)
+    right.set_ylabel(f"{RATIO_WORDS} the anchor", fontsize=8)
     better = "higher" if comp.higher_is_better else "lower"
     what = METRIC_WORDS.get(comp.metric, comp.metric)
-    ax.set_xlabel(f"{what} ({unit}), {better} is better; bar: median, whisker: min..max of rounds")
+    ax.set_xlabel(
+        kit.wrap(f"{what} ({unit}), {better} is better; bar: median, whisker: min..max of rounds")
+        + log
+    )
     kit.engineering(ax, "x")
-    ax.set_title(kit.wrap(comp.title), fontsize=9)
+    ax.set_title(kit.wrap(_panel_title(comp)), fontsize=9)
     ax.grid(True, axis="x", which="both", alpha=0.3)
 
 

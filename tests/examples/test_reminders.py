@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 
@@ -49,3 +51,48 @@ def test_reminders_run_as_a_program() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("reminder reminder:") == 3
+
+
+#: When to kill the first run, in seconds after it printed its "moved" line: before anything
+#: fired, after the stand-up reminder (0.4 s), after lunch (0.8 s), after the dentist (1.0 s).
+KILL_MOMENTS = (0.05, 0.45, 0.85, 1.05)
+
+
+def killed_then_run_again(journal: Path, moment: float) -> subprocess.CompletedProcess[str]:
+    """The docstring's crash run: run on ``journal``, ``kill -9`` at ``moment``, run again."""
+    first = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), str(journal)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert first.stdout is not None
+        while not (line := first.stdout.readline()).startswith("moved"):
+            assert line, "the first run ended before it moved the dentist reminder"
+        time.sleep(moment)  # real time is the point: the kill lands where it lands
+    finally:
+        first.kill()
+        first.communicate()
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), str(journal)], capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.slow
+def test_reminders_killed_at_any_moment_then_run_again_exit_0(tmp_path: Path) -> None:
+    """Once exit 1 without a word when the kill landed after the first reminders fired: the
+    second run saw 5 firings for the 3 it expected (the recovered ones)."""
+    with ThreadPoolExecutor(len(KILL_MOMENTS)) as pool:
+        runs = list(
+            pool.map(
+                killed_then_run_again,
+                [tmp_path / f"reminders-{n}.db" for n in range(len(KILL_MOMENTS))],
+                KILL_MOMENTS,
+            )
+        )
+    for moment, done in zip(KILL_MOMENTS, runs, strict=True):
+        assert done.returncode == 0, (moment, done.stdout, done.stderr)
+        firings = done.stdout.count("reminder reminder:")
+        assert firings >= 3, (moment, done.stdout)
+        if firings > 3:  # what the killed run left: said, and counted right
+            assert f"also fired {firings - 3} reminder(s) an earlier run left" in done.stdout
+        else:
+            assert "also fired" not in done.stdout

@@ -1,8 +1,11 @@
 """The ``wheel-engine`` command: look inside a journal, repair it, run the demo and benchmarks.
 
 Reading commands (``status``, ``list``, ``show``, ``check``) open the journal read-only and work
-while an engine runs on it. Writing commands (``compact``, ``redrive``) take the journal's lock
-and refuse while an engine holds it. Every command takes ``--json`` for scripts.
+while an engine runs on it. Writing commands (``schedule``, ``cancel``, ``redrive``,
+``compact``) go through the running engine's admin socket when it serves one
+(``Engine(..., admin=True)``), take the journal's lock and write directly when no engine runs
+(the timers then fire at the next start), and otherwise refuse with exit code 4. Every command
+takes ``--json`` for scripts.
 
 DB may also be a ``postgresql://`` URL: those commands read and write the PostgreSQL journal
 directly (:mod:`wheel_engine.cli.pg`), and never print the URL's password.
@@ -38,7 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wheel-engine",
         description="Durable asyncio timers: inspect and maintain a wheel-engine journal.",
-        epilog="Exit codes: 0 ok, 1 problem found, 2 usage, 3 unreadable journal, 4 locked.",
+        epilog="Writing commands (schedule, cancel, redrive, compact) go through the running "
+        "engine's admin socket when it serves one (Engine(..., admin=True)), write the journal "
+        "directly when no engine runs, and refuse (exit 4) while an engine without the socket "
+        "runs. Exit codes: 0 ok, 1 problem found, 2 usage, 3 unreadable journal, 4 locked.",
     )
     parser.add_argument("--json", action="store_true", default=False, help=argparse.SUPPRESS)
     parser.add_argument("-v", "--verbose", action="store_true", help="log INFO to stderr")
@@ -105,18 +111,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "compact",
         parents=[common],
-        help="rewrite the journal to its live state (takes the lock)",
-        description="Rewrite the journal to its live state. Takes the journal's lock: refuses "
-        "(exit 4) while an engine runs on it; engines also compact on their own.",
+        help="rewrite the journal to its live state (through the running engine, or directly)",
+        description="Rewrite the journal to its live state. Goes through the admin socket of "
+        "the engine running on DB when it serves one; otherwise takes the journal's lock and "
+        "compacts it directly; exits 4 while an engine without the socket runs. Engines also "
+        "compact on their own.",
     )
     db(p)
 
     p = sub.add_parser(
         "redrive",
         parents=[common],
-        help="put DEAD timers back to PENDING (takes the lock)",
-        description="Put a DEAD timer (or all of them) back to PENDING with its attempts reset; "
-        "it fires when the service's engine next runs. Takes the journal's lock.",
+        help="put DEAD timers back to PENDING (through the running engine, or directly)",
+        description="Put a DEAD timer (or all of them) back to PENDING with its attempts reset. "
+        "Goes through the admin socket of the engine running on DB when it serves one (the "
+        "timer fires when due, on that engine); otherwise takes the journal's lock and writes "
+        "it directly (it fires at the next start of an engine with its handler); exits 4 while "
+        "an engine without the socket runs.",
     )
     db(p)
     p.add_argument("key", metavar="KEY", nargs="?", help="the timer to redrive")
@@ -145,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "bench",
-        help="the side-by-side benchmark (a plug-in: pip install wheel-engine-bench)",
+        help="the side-by-side benchmark (a plug-in: pip install ./bench from a checkout)",
         description=BENCH_DESCRIPTION,
         add_help=False,  # --help goes to the benchmark's own parser, when it is installed
     )

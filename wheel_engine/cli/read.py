@@ -139,9 +139,10 @@ async def cmd_status(args: argparse.Namespace, out: Output) -> int:
         ),
         ("timers", data["timers"]),
         ("last version", data["max_version"]),
-        (
+        (  # the journal keeps no time of its compactions: say how far the snapshot reaches
             "last compaction",
-            f"folded records up to #{info.snapshot_seq} of {info.last_seq}"
+            f"folded records up to #{info.snapshot_seq} of {info.last_seq} into the snapshot "
+            "(a record number: the journal keeps no time for it)"
             if info.snapshot_seq
             else "never",
         ),

@@ -43,6 +43,12 @@ from wheel_engine.validation import MAX_TIME, ON_CONFLICT
 
 __all__ = ["COMMANDS", "add_parsers", "cmd_cancel", "cmd_schedule", "parse_when", "via_admin"]
 
+#: What ``schedule --on-conflict keep`` says when the key's live timer was left as it was,
+#: through the engine as written directly (``cli.direct``'s note, word for word).
+KEPT = "kept the live timer unchanged (--on-conflict keep)"
+#: How far (seconds) the engine's due time for ``--delay`` may be from the CLI's own reading.
+_DELAY_SLACK = 1.0
+
 #: What an engine's refusal means for the exit code; any other code is EXIT_ERROR.
 _REFUSAL_EXIT: Final = {
     "unknown_handler": EXIT_PROBLEM,
@@ -81,7 +87,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="cancel a timer (through the running engine's admin socket, or directly)",
         description="Cancel the timer KEY (only if --version is its live version, when given). "
-        "Exits 1 if there is no such timer or version (NOT_FOUND).",
+        "Goes through the admin socket of the engine running on DB when it serves one; "
+        "otherwise takes the journal's lock and writes the cancel; exits 4 while an engine "
+        "without the socket runs. Exits 1 if there is no such timer or version (NOT_FOUND).",
     )
     p.add_argument("db", metavar="DB", help="the journal file (SQLite) or a postgresql:// URL")
     p.add_argument("key", metavar="KEY")
@@ -220,10 +228,13 @@ def cmd_schedule(args: argparse.Namespace, out: Output) -> int:
     from wheel_engine.cli import direct
 
     request = _schedule_args(args)
+    asked_at = time.time()
     answer = via_admin(args.db, "schedule", **request)
     notes: list[str] = []
     if answer is not None:
         timer, via = answer["timer"], "engine"
+        if _kept_by_engine(request, timer, asked_at, time.time()):
+            notes.append(KEPT)
     else:
         now = time.time()
         due = request["at"] if "at" in request else now + request["delay"]
@@ -232,10 +243,28 @@ def cmd_schedule(args: argparse.Namespace, out: Output) -> int:
         )
         timer, notes = asyncio.run(direct.schedule(args.db, plan))
         via = "journal"
-    _show_timer(out, {**timer, "via": via}, "scheduled")
+    kept = KEPT in notes
+    _show_timer(out, {**timer, "via": via, "kept": kept}, "kept" if kept else "scheduled")
     for note in notes:
         out.note(note)
     return EXIT_OK
+
+
+def _kept_by_engine(
+    request: dict[str, Any], timer: dict[str, Any], asked: float, done: float
+) -> bool:
+    """Whether the engine kept the key's live timer (``--on-conflict keep``) rather than
+    schedule the one asked for. The admin socket answers with the timer now live: a new
+    schedule carries the handler, payload and due time asked; a kept one differs in one of them
+    (or is the same timer in all that the user sees)."""
+    if request["on_conflict"] != "keep" or "key" not in request:
+        return False
+    if timer["handler"] != request["handler"] or timer["payload"] != request["payload"]:
+        return True
+    if "at" in request:
+        return bool(timer["due"] != request["at"])
+    delay = request["delay"]
+    return not asked + delay - _DELAY_SLACK <= timer["due"] <= done + delay + _DELAY_SLACK
 
 
 def cmd_cancel(args: argparse.Namespace, out: Output) -> int:

@@ -30,9 +30,11 @@ __all__ = [
 BENCH_GROUP = "wheel_engine.bench"
 #: The entry point's name in that group (the one taken when several are installed).
 BENCH_NAME = "compare"
-#: What to install for ``wheel-engine bench``, said in one line.
+#: What to install for ``wheel-engine bench``, said in one line: from a checkout first, as
+#: there is no release yet (the distribution's name, for when there is one, second).
 INSTALL_BENCH = (
-    "pip install wheel-engine-bench (from a checkout of wheel-engine: pip install ./bench)"
+    "pip install ./bench from a checkout of wheel-engine (once released: "
+    "pip install wheel-engine-bench)"
 )
 #: The ``bench`` command's description, also its help when the benchmarks are not installed.
 BENCH_DESCRIPTION = (

@@ -1,15 +1,17 @@
 """The writing commands ``compact`` and ``redrive``.
 
 Each first asks the running engine through its admin socket (``<journal>-admin.sock``, served by
-``Engine(..., admin=True)``): the engine does the work live. When no engine serves a socket they
-open an :class:`~wheel_engine.Engine` on the journal with no handlers registered, so they take
-the journal's lock (and refuse, exit code 4, while an engine without a socket holds it) and fire
-nothing: every timer they recover stays in the journal exactly as it was.
+``Engine(..., admin=True)``): the engine does the work live, and a redriven timer fires when due
+on that engine. When no engine runs they open an :class:`~wheel_engine.Engine` on the journal
+with no handlers registered, so they take the journal's lock and fire nothing: every timer they
+recover stays in the journal exactly as it was, and a redriven one fires at the next start of an
+engine with its handler. While an engine without a socket holds the lock they refuse (exit 4).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,17 @@ async def _records(engine: Engine) -> tuple[int, int]:
         return 0, 0
     info = await journal.info()
     return info.snapshot_rows, info.tail_records
+
+
+def _file_and_wal(path: Path) -> tuple[int, int]:
+    """The database file's size and its write-ahead log's (0 when there is none)."""
+    sizes = []
+    for name in (str(path), f"{path}-wal"):
+        try:
+            sizes.append(os.path.getsize(name))
+        except OSError:
+            sizes.append(0)
+    return sizes[0], sizes[1]
 
 
 async def cmd_compact(args: argparse.Namespace, out: Output) -> int:
@@ -72,14 +85,28 @@ async def cmd_compact(args: argparse.Namespace, out: Output) -> int:
 def _report_live_compaction(
     args: argparse.Namespace, out: Output, answer: dict[str, Any], before_bytes: int
 ) -> int:
-    after_bytes = file_size(Path(args.db))
+    # The rewrite is committed to the write-ahead log first: right after it, file + WAL can be
+    # larger than before. The running engine checkpoints the WAL into the file later (and
+    # truncates it), and the freed pages go back to the file system then: the sizes say so.
+    after_file, after_wal = _file_and_wal(Path(args.db))
     if out.json_mode:
-        out.json({**answer, "bytes_before": before_bytes, "bytes_after": after_bytes, "live": True})
+        out.json(
+            {
+                **answer,
+                "bytes_before": before_bytes,
+                "bytes_after": after_file + after_wal,
+                "file_bytes_after": after_file,
+                "wal_bytes_after": after_wal,
+                "live": True,
+            }
+        )
     else:
         out.line(
             f"compacted {args.db} (by the running engine): {answer['records_before']} records "
-            f"-> {answer['records_after']}, {fmt_bytes(before_bytes)} -> {fmt_bytes(after_bytes)} "
-            f"in {answer['seconds']:.2f}s"
+            f"-> {answer['records_after']} in {answer['seconds']:.2f}s; file and WAL "
+            f"{fmt_bytes(before_bytes)} before, now {fmt_bytes(after_file)} + "
+            f"{fmt_bytes(after_wal)} WAL (the rewrite is in the WAL until the engine "
+            "checkpoints it: the file shrinks then)"
         )
     return EXIT_OK
 
@@ -97,9 +124,11 @@ async def cmd_redrive(args: argparse.Namespace, out: Output) -> int:
     )
     if answer is not None:
         done: list[dict[str, Any]] = list(answer["timers"])
+        when = "the running engine fires them when due"
     else:
         done = await _redrive_directly(args, out, at)
-    return _report_redrive(args, out, done)
+        when = "they fire when an engine with their handler next starts on this journal"
+    return _report_redrive(args, out, done, when)
 
 
 async def _redrive_directly(
@@ -133,7 +162,13 @@ async def _redrive_directly(
     return done
 
 
-def _report_redrive(args: argparse.Namespace, out: Output, done: list[dict[str, Any]]) -> int:
+#: When redriven timers fire, on a journal with several engines (PostgreSQL) or by default.
+FIRE_WHEN_RUNNING = "they fire when an engine with their handler runs on this journal"
+
+
+def _report_redrive(
+    args: argparse.Namespace, out: Output, done: list[dict[str, Any]], when: str = FIRE_WHEN_RUNNING
+) -> int:
     if out.json_mode:
         out.json({"redriven": len(done), "timers": done})
         return EXIT_OK
@@ -146,8 +181,5 @@ def _report_redrive(args: argparse.Namespace, out: Output, done: list[dict[str, 
             f"redriven {item['key']}: version {item['version']}, PENDING, "
             f"due {fmt_time(item['due'])}"
         )
-    out.note(
-        f"{len(done)} timer(s) back to PENDING with attempts reset; they fire when an engine "
-        "with their handler runs on this journal"
-    )
+    out.note(f"{len(done)} timer(s) back to PENDING with attempts reset; {when}")
     return EXIT_OK

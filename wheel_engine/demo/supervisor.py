@@ -63,10 +63,12 @@ def run(
             work = _fresh_dir(Path(workdir))
         write_plan(work, plan)
         if not json_mode:
+            kept = "removed at the end: --dir DIR keeps them" if workdir is None else "kept"
             console.print(
                 f"[bold]wheel-engine demo[/bold]: {plan.orders} orders, payment timeouts "
                 f"{plan.timeout_min:g}-{plan.timeout_max:g}s, created over {plan.window:g}s "
-                f"(seed {seed}); orders in {work / ORDERS_DB}, timers in {work / JOURNAL_DB}"
+                f"(seed {seed}); orders in {work / ORDERS_DB}, timers in {work / JOURNAL_DB} "
+                f"({kept})"
             )
         started = time.time()
         supervisor = Supervisor(work, plan, console, json_mode=json_mode)
@@ -74,12 +76,19 @@ def run(
         outcome = check(work, plan, worker_codes=supervisor.codes, killed=supervisor.killed)
         outcome.figures["seconds"] = time.time() - started
         outcome.figures["seed"] = seed
+        outcome.figures["quick"] = quick
         if json_mode:
             report.print_json(outcome)
         else:
             report.print_report(console, outcome)
             if not outcome.ok and supervisor.codes and supervisor.codes[-1] != 0:
                 report.print_worker_log(console, supervisor.log_path)
+            if workdir is None:
+                console.print(f"removing {work} (the demo's databases; --dir DIR keeps them)")
+            else:
+                console.print(
+                    f"the databases stay in {work}: wheel-engine status {work / JOURNAL_DB}"
+                )
         return 0 if outcome.ok else 1
     raise AssertionError("unreachable")  # pragma: no cover
 

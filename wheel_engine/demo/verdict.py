@@ -161,6 +161,7 @@ def _figures(facts: dict[str, Any]) -> dict[str, Any]:
         "timers_fired": len(facts["firsts"]),
         "fired_twice_absorbed": facts["fired_twice"],
         "fired_on_paid_order_absorbed": facts["fired_after_paid"],
+        "lateness_timers": len(normal),
         "lateness_p50_ms": lateness_p50 * 1000,
         "lateness_p99_ms": lateness_p99 * 1000,
         "lateness_max_ms": max(normal, default=math.nan) * 1000,
