@@ -152,11 +152,15 @@ def build_parser() -> argparse.ArgumentParser:
     from wheel_engine.cli import remote
 
     remote.add_parsers(sub, common)  # schedule, cancel
+    from wheel_engine.web import cli as web_cli
+
+    web_cli.add_parser(sub, common)  # web: its imports of the extra wait until it runs
     return parser
 
 
 def _commands() -> dict[str, Command]:
     from wheel_engine.cli import read, remote, run, write
+    from wheel_engine.web.cli import cmd_web
 
     return {
         **remote.COMMANDS,
@@ -168,6 +172,7 @@ def _commands() -> dict[str, Command]:
         "redrive": write.cmd_redrive,
         "demo": run.cmd_demo,
         "bench": run.cmd_bench,
+        "web": cmd_web,
     }
 
 

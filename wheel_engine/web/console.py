@@ -1,0 +1,189 @@
+"""The console as an ASGI application: :func:`app`, and :class:`Console`, what its routes share.
+
+Every read runs on one worker thread of its own (the journal view and the PostgreSQL
+connection are used by one thread at a time); every write on another, so a bulk redrive paced
+over seconds never stalls the pages. Templates are Jinja2 with autoescaping on for every
+template, so a key or an error holding ``<script>`` is shown as text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import urllib.parse
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from jinja2 import Environment, PackageLoader
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+from wheel_engine.cli.output import fmt_age, fmt_duration, fmt_time
+from wheel_engine.web.actions import Actions
+from wheel_engine.web.config import ConfigError, Settings, load_tokens
+from wheel_engine.web.security import COOKIE, RateLimiter, SecurityHeaders, Session, Sessions
+from wheel_engine.web.source import Source, SqliteSource
+
+__all__ = ["Console", "app", "open_source"]
+
+T = TypeVar("T")
+#: The largest form or JSON body read.
+MAX_BODY = 64 * 1024
+
+
+def open_source(settings: Settings) -> Source:
+    from wheel_engine.cli.pg import is_url
+
+    if is_url(settings.db):
+        from wheel_engine.web.pg_source import PostgresSource
+
+        return PostgresSource(settings.db, show_payloads=settings.show_payloads)
+    from wheel_engine.cli.common import existing_journal
+
+    existing_journal(settings.db)  # a clear line for a missing or foreign file, before serving
+    return SqliteSource(settings.db, show_payloads=settings.show_payloads)
+
+
+class Console:
+    """The state one console app holds: its source, writes, sessions and templates."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.source = open_source(settings)
+        self.actions = Actions(settings) if settings.allow_writes else None
+        self.sessions = Sessions(settings.tokens, settings.session_seconds)
+        self.limiter = RateLimiter(rate=2.0, burst=10.0)  # writes, all users together
+        self._reads = ThreadPoolExecutor(1, thread_name_prefix="wheel-web-read")
+        self._writes = ThreadPoolExecutor(1, thread_name_prefix="wheel-web-write")
+        self.env = Environment(
+            loader=PackageLoader("wheel_engine.web", "templates"),
+            autoescape=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters.update(
+            utc=fmt_time, duration=_duration, age=fmt_age, quote=urllib.parse.quote
+        )
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reads, functools.partial(fn, *args))
+
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writes, functools.partial(fn, *args))
+
+    def close(self) -> None:
+        self._writes.shutdown(wait=True)
+        self._reads.shutdown(wait=True)
+        if self.actions is not None:
+            self.actions.close()
+        self.source.close()
+
+    # -- who is asking ---------------------------------------------------------------------
+
+    def session(self, request: Request) -> Session | None:
+        return self.sessions.get(request.cookies.get(COOKIE))
+
+    def bearer(self, request: Request) -> str | None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return None
+        return self.sessions.who_has(token.strip())
+
+    def who(self, request: Request) -> str | None:
+        """The caller's name; "anonymous" when no token file is configured (reads only)."""
+        name = self.bearer(request)
+        if name is not None:
+            return name
+        session = self.session(request)
+        if session is not None:
+            return session.who
+        return None if self.sessions.required else "anonymous"
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        session = self.session(request)
+        page = self.env.get_template(name).render(
+            root=request.scope.get("root_path", ""),
+            console=self,
+            journal=self.source.name,
+            kind=self.source.kind,
+            writes=self.actions is not None,
+            session=session,
+            csrf=None if session is None else session.csrf,
+            login_required=self.sessions.required,
+            show_payloads=self.settings.show_payloads,
+            **context,
+        )
+        return HTMLResponse(page, status_code=status)
+
+
+def _duration(seconds: float | None) -> str:
+    return "-" if seconds is None else fmt_duration(seconds)
+
+
+def app(
+    db: str,
+    *,
+    allow_writes: bool = False,
+    token_file: str | None = None,
+    tokens: dict[str, str] | None = None,
+    show_payloads: bool = False,
+    allowed_hosts: frozenset[str] | None = None,
+    **options: Any,
+) -> Starlette:
+    """The console over ``db`` (a journal file or a ``postgresql://`` URL), as an ASGI app.
+
+    Mount it in a Starlette or FastAPI service (``Mount("/timers", app=web.app("timers.db"))``)
+    or serve it with ``wheel-engine web DB``. Read-only unless ``allow_writes``; writes need a
+    token (``token_file``, or ``tokens`` as ``{token: who}``), and so does every page once a
+    token is given. ``options``: the other :class:`~wheel_engine.web.config.Settings` fields.
+    """
+    known = dict(tokens or {})
+    if token_file is not None:
+        known.update(load_tokens(token_file))
+    settings = Settings(
+        db=db,
+        allow_writes=allow_writes,
+        show_payloads=show_payloads,
+        tokens=known,
+        allowed_hosts=allowed_hosts,
+        **options,
+    )
+    if settings.allow_writes and not settings.tokens:
+        raise ConfigError("refusing allow_writes without a token: every write needs one")
+    console = Console(settings)
+
+    from wheel_engine.web import api, pages
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            console.close()
+
+    static = StaticFiles(packages=[("wheel_engine.web", "static")])
+    routes = [*pages.routes(console), *api.routes(console), Mount("/static", static)]
+    application = Starlette(
+        routes=routes,
+        middleware=[Middleware(SecurityHeaders, allowed_hosts=settings.allowed_hosts)],
+        lifespan=lifespan,
+        exception_handlers={404: _not_found},
+    )
+    application.state.console = console
+    return application
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": "not found"}, status_code=404)
+    return HTMLResponse("<!doctype html><title>Not found</title><p>Not found.</p>", 404)

@@ -1,0 +1,166 @@
+"""The console over a PostgreSQL journal: the database answers every read, at its own clock.
+
+It reuses the CLI's reads (:class:`journal.postgres.PostgresClient`: counts by handler, due
+edges, one timer, partitions and nodes) and adds the three statements the console needs that
+the client has not: the due-time histogram, a keyset page of the timers list and the DEAD
+groups. PostgreSQL keeps no record log, so a timer's "history" is its current row with when
+and on which node epoch it last ran. The connection is used by one worker thread at a time
+(the app runs every source call on a single thread).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from journal.postgres.rows import COLUMNS, stored
+from journal.postgres.schema import DB_NOW
+from journal.state import STATE_CODE
+from wheel_engine.cli.pg import mask_url
+from wheel_engine.web.source import (
+    DAY_BUCKETS,
+    DEAD_GROUPS,
+    HOUR_BUCKETS,
+    Query,
+    dead_groups,
+    overview_data,
+    timer_data,
+)
+from wheel_engine.web.view import ERROR_WIDTH
+
+if TYPE_CHECKING:
+    from journal.postgres import PostgresClient
+
+__all__ = ["PostgresSource"]
+
+#: Pending timers per window from now: uses the (partition, due, version) WHERE state = 0 index.
+_HISTOGRAM: Final = (
+    f"WITH n AS (SELECT {DB_NOW} AS now)"
+    " SELECT n.now, floor((t.due - n.now) / %(width)s)::int AS b, count(*)"
+    " FROM wheel_timers t, n"
+    " WHERE t.state = 0 AND t.due > n.now AND t.due <= n.now + %(width)s * %(count)s"
+    " GROUP BY n.now, b"
+)
+_PAGE: Final = (
+    f"SELECT {COLUMNS} FROM wheel_timers t"
+    " WHERE (%(after)s::text IS NULL OR t.key > %(after)s::text)"
+    " AND (%(prefix)s::text IS NULL OR starts_with(t.key, %(prefix)s::text))"
+    " AND (%(state)s::smallint IS NULL OR t.state = %(state)s::smallint)"
+    " AND (%(handler)s::text IS NULL OR t.handler = %(handler)s::text)"
+    " ORDER BY t.key LIMIT %(limit)s::bigint"
+)
+_DEAD: Final = (
+    "SELECT handler, left(split_part(btrim(coalesce(last_error, ''), E' \\n'), E'\\n', 1),"
+    f" {ERROR_WIDTH}), count(*) FROM wheel_timers WHERE state = 4 GROUP BY 1, 2"
+    f" ORDER BY 3 DESC, 1, 2 LIMIT {DEAD_GROUPS}"
+)
+_DEAD_KEYS: Final = (
+    "SELECT key FROM wheel_timers WHERE state = 4"
+    " AND (%(handler)s::text IS NULL OR handler = %(handler)s::text)"
+    " AND (%(prefix)s::text IS NULL OR starts_with(key, %(prefix)s::text)) ORDER BY key"
+)
+
+
+class PostgresSource:
+    kind = "postgresql"
+
+    def __init__(self, url: str, *, show_payloads: bool = False) -> None:
+        from journal.postgres.client import PostgresClient
+
+        self.name = mask_url(url)
+        self.show_payloads = show_payloads
+        self.client: PostgresClient = PostgresClient.connect(url)
+
+    @property
+    def _conn(self) -> Any:
+        return self.client._conn
+
+    def _histogram(self, count: int, width: float) -> list[int]:
+        out = [0] * count
+        for _now, b, n in self._conn.execute(_HISTOGRAM, {"width": width, "count": count}):
+            out[min(max(int(b), 0), count - 1)] += int(n)
+        return out
+
+    def overview(self) -> dict[str, Any]:
+        handlers = {
+            name: {str(s): n for s, n in counts.items()}
+            for name, counts in self.client.handler_counts().items()
+        }
+        edges = self.client.due_edges()
+        hour = self._histogram(*HOUR_BUCKETS)
+        day = self._histogram(*DAY_BUCKETS)
+        dead = dead_groups(((h, e), int(n)) for h, e, n in self._conn.execute(_DEAD))
+        data = overview_data(edges.now, handlers, edges.overdue, hour, day, dead)
+        data["lateness"] = {}
+        data["duration"] = {}
+        return data
+
+    def timers(self, query: Query) -> dict[str, Any]:
+        params = {
+            "after": query.after,
+            "prefix": query.prefix or None,
+            "state": None if query.state is None else STATE_CODE[query.state],
+            "handler": query.handler,
+            "limit": query.limit + 1,
+        }
+        rows = [stored(r) for r in self._conn.execute(_PAGE, params).fetchall()]
+        now = self.client.db_now()
+        more = len(rows) > query.limit
+        rows = rows[: query.limit]
+        return {
+            "timers": [self._timer(r, now) for r in rows],
+            "next_after": rows[-1].key if more and rows else None,
+            "query": {
+                "state": query.state,
+                "handler": query.handler,
+                "prefix": query.prefix,
+                "after": query.after,
+                "limit": query.limit,
+            },
+        }
+
+    def _timer(self, row: Any, now: float) -> dict[str, Any]:
+        data = timer_data(row, now, self.show_payloads)
+        data["partition"] = row.partition
+        data["run_epoch"] = row.run_epoch
+        data["cancel_requested"] = row.cancel_requested
+        return data
+
+    def timer(self, key: str) -> dict[str, Any] | None:
+        row = self.client.lookup(key)
+        if row is None:
+            return None
+        return {
+            "key": key,
+            "timer": self._timer(row, self.client.db_now()),
+            "history": [],
+            "history_complete": False,
+        }
+
+    def nodes(self) -> dict[str, Any]:
+        now = self.client.db_now()
+        nodes = [
+            {"node": n.node, "alive": n.alive_until > now, "alive_for": n.alive_until - now}
+            for n in self.client.nodes()
+        ]
+        partitions = [
+            {
+                "partition": p.partition,
+                "owner": p.owner,
+                "epoch": p.epoch,
+                "held": p.owner is not None and p.lease_until > now,
+                "lease_left": p.lease_until - now,
+                "lease_age": None if p.acquired_at is None else now - p.acquired_at,
+            }
+            for p in self.client.partition_table()
+        ]
+        return {"now": now, "nodes": nodes, "partitions": partitions}
+
+    def dead_keys(self, query: Query) -> list[str]:
+        params = {"handler": query.handler, "prefix": query.prefix or None}
+        return [str(r[0]) for r in self._conn.execute(_DEAD_KEYS, params).fetchall()]
+
+    def row(self, key: str) -> Any:
+        return self.client.lookup(key)
+
+    def close(self) -> None:
+        self.client.close()
