@@ -13,7 +13,7 @@ from markupsafe import Markup, escape
 
 __all__ = ["bar_chart"]
 
-_W, _H, _PAD, _AXIS = 600, 150, 4, 18
+_W, _H, _PAD, _AXIS, _ROOM = 600, 160, 4, 18, 14  # _ROOM: for the number above a bar
 
 
 def bar_chart(counts: Sequence[int], labels: Sequence[str], title: str) -> Markup:
@@ -22,12 +22,13 @@ def bar_chart(counts: Sequence[int], labels: Sequence[str], title: str) -> Marku
     n = max(1, len(counts))
     top = max([1, *counts])
     slot = (_W - 2 * _PAD) / n
-    plot = _H - _AXIS - _PAD
+    plot = _H - _AXIS - _PAD - _ROOM
+    base = _PAD + _ROOM + plot  # the bars' common bottom
     parts = [
         f'<svg class="chart" viewBox="0 0 {_W} {_H}" role="img" '
         f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
-        f'<line x1="{_PAD}" y1="{plot + _PAD}" x2="{_W - _PAD}" y2="{plot + _PAD}" class="axis"/>',
+        f'<line x1="{_PAD}" y1="{base}" x2="{_W - _PAD}" y2="{base}" class="axis"/>',
     ]
     every = max(1, n // 6)
     for i, count in enumerate(counts):
@@ -35,14 +36,14 @@ def bar_chart(counts: Sequence[int], labels: Sequence[str], title: str) -> Marku
         x = _PAD + i * slot
         label = escape(labels[i]) if i < len(labels) else ""
         parts.append(
-            f'<rect class="bar" x="{x + 1:.1f}" y="{_PAD + plot - height:.1f}" '
+            f'<rect class="bar" x="{x + 1:.1f}" y="{base - height:.1f}" '
             f'width="{max(1.0, slot - 2):.1f}" height="{height:.1f}">'
             f"<title>{label}: {int(count)}</title></rect>"
         )
         if count > 0:
             parts.append(
-                f'<text class="value" x="{x + slot / 2:.1f}" '
-                f'y="{max(10.0, _PAD + plot - height - 2):.1f}">{int(count)}</text>'
+                f'<text class="value" x="{x + slot / 2:.1f}" y="{base - height - 3:.1f}">'
+                f"{int(count)}</text>"
             )
         if i % every == 0:
             parts.append(f'<text class="label" x="{x + 1:.1f}" y="{_H - 4}">{label}</text>')

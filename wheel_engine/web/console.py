@@ -115,6 +115,7 @@ class Console:
             root=request.scope.get("root_path", ""),
             console=self,
             journal=self.source.name,
+            journal_short=self.source.name.rsplit("/", 1)[-1] or self.source.name,
             kind=self.source.kind,
             writes=self.actions is not None,
             session=session,

@@ -163,7 +163,7 @@ def routes(console: Console) -> list[Route]:
         what = f"key={key!r}" if key is not None else described(query)
         assert console.actions is not None
         done = await console.write(console.actions.redrive, who, keys, expected, what, key is None)
-        return console.render(request, "done.html", outcome=done)
+        return console.render(request, "done.html", outcome=done, key=key)
 
     async def cancel(request: Request, fields: dict[str, str], who: str) -> Response:
         key = fields.get("key") or ""

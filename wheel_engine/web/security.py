@@ -10,7 +10,7 @@
   borrow, so it needs none. A POST whose ``Origin`` is another site is refused as well.
 - **Headers.** Every response: ``Cache-Control: no-store``, ``X-Frame-Options: DENY``, a CSP
   with ``frame-ancestors 'none'`` that allows only this origin's own stylesheet and script,
-  ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer``. No CORS header is ever
+  ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: same-origin``. No CORS header is ever
   sent, so other origins cannot read the API from a browser.
 """
 
@@ -45,7 +45,7 @@ HEADERS: Final = {
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
     "content-security-policy": CSP,
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",  # no-referrer would make the forms send Origin: null
     "cross-origin-opener-policy": "same-origin",
     "cross-origin-resource-policy": "same-origin",
 }
