@@ -119,9 +119,13 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's chromium, headless, through Playwright (it cannot download its own here)."""
+    """Debian's chromium, headless, through Playwright (it cannot download its own here).
+
+    Module-scoped, not session-scoped: Playwright's sync API keeps an event loop running in
+    this thread while it is open, and the suite's ``async def`` tests need ``asyncio.run``.
+    """
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

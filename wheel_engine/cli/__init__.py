@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import sqlite3
 import sys
@@ -25,6 +26,8 @@ from typing import Any
 __all__ = ["build_parser", "main"]
 
 Command = Callable[[argparse.Namespace, Any], "int | Awaitable[int]"]
+#: The ``web`` command's module (it imports the ``web`` extra only when the command runs).
+_WEB = "wheel_engine.web.cli"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,15 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
     from wheel_engine.cli import remote
 
     remote.add_parsers(sub, common)  # schedule, cancel
-    from wheel_engine.web import cli as web_cli
-
-    web_cli.add_parser(sub, common)  # web: its imports of the extra wait until it runs
+    # The console's command, loaded by name as cli.pg's are: wheel_engine.web reuses this
+    # package's read paths, so this package names it only at run time.
+    importlib.import_module(_WEB).add_parser(sub, common)
     return parser
 
 
 def _commands() -> dict[str, Command]:
     from wheel_engine.cli import read, remote, run, write
-    from wheel_engine.web.cli import cmd_web
 
     return {
         **remote.COMMANDS,
@@ -172,7 +174,7 @@ def _commands() -> dict[str, Command]:
         "redrive": write.cmd_redrive,
         "demo": run.cmd_demo,
         "bench": run.cmd_bench,
-        "web": cmd_web,
+        "web": importlib.import_module(_WEB).cmd_web,
     }
 
 

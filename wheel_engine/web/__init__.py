@@ -19,7 +19,7 @@ __all__ = ["app"]
 
 
 def app(db: str, **options: Any) -> Starlette:
-    """See :func:`wheel_engine.web.console.app` (the options are its keyword arguments)."""
-    from wheel_engine.web.console import app as build
+    """See :func:`wheel_engine.web.application.app` (the options are its keyword arguments)."""
+    from wheel_engine.web.application import app as build
 
     return build(db, **options)

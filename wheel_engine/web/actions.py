@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from wheel_engine.admin.protocol import AdminError, AdminUnavailable, RemoteError, admin_path
 from wheel_engine.web.config import Settings
+from wheel_engine.web.errors import Refused
 from wheel_engine.web.source import Query
 
 if TYPE_CHECKING:
@@ -47,12 +48,11 @@ audit = logging.getLogger("wheel_engine.web.audit")
 _PER_ACTION_TIMEOUT: Final = 30.0
 
 
-class ActionError(Exception):
+class ActionError(Refused):
     """A write refused; the message says why, in one line, for the page."""
 
     def __init__(self, message: str, status: int = 409) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(status, message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,14 +18,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from wheel_engine.web.actions import ActionError, described
 from wheel_engine.web.guards import (
     Refused,
-    body_fields,
     dead_matching,
     query_from,
+    redrive_confirmed,
     require_reader,
-    require_writer,
+    write_request,
 )
 
 if TYPE_CHECKING:
@@ -56,12 +55,9 @@ def routes(console: Console) -> list[Route]:
     ) -> Callable[[Request], Awaitable[Response]]:
         async def run(request: Request) -> Response:
             try:
-                fields = await body_fields(request)
-                who = require_writer(console, request, fields)
+                fields, who = await write_request(console, request)
                 return JSONResponse(await fn(request, fields, who))
-            except Refused as exc:
-                return _error(exc.status, str(exc))
-            except ActionError as exc:
+            except Refused as exc:  # ActionError included
                 return _error(exc.status, str(exc))
 
         return run
@@ -90,15 +86,7 @@ def routes(console: Console) -> list[Route]:
         return {"count": len(keys), "keys": keys[:100]}
 
     async def redrive(request: Request, fields: dict[str, str], who: str) -> Any:
-        keys, key, query = await dead_matching(console, fields)
-        try:
-            expected = int(fields.get("expected", ""))
-        except ValueError:
-            raise Refused(400, "preview first: give expected, the preview's count") from None
-        what = f"key={key!r}" if key is not None else described(query)
-        assert console.actions is not None
-        done = await console.write(console.actions.redrive, who, keys, expected, what, key is None)
-        return dataclasses.asdict(done)
+        return dataclasses.asdict(await redrive_confirmed(console, fields, who))
 
     async def cancel(request: Request, fields: dict[str, str], who: str) -> Any:
         assert console.actions is not None

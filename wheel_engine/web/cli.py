@@ -56,8 +56,8 @@ def cmd_web(args: argparse.Namespace, out: Output) -> int:
     try:
         import uvicorn
 
+        from wheel_engine.web.application import app
         from wheel_engine.web.config import ConfigError, Settings, load_tokens, startup_problem
-        from wheel_engine.web.console import app
     except ImportError as exc:
         raise CliError(f"the web console needs its extra ({exc.name}): {INSTALL_HINT}") from None
     try:

@@ -1,5 +1,6 @@
 """What every route checks before it does anything: who asks, whether writes are on, the CSRF
-token, the rate limit; and the filters a request may give, validated."""
+token, the rate limit; the filters a request may give, validated; and the steps a page and its
+API twin share (the DEAD timers a redrive names, the confirmed redrive)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 
 from journal.state import STATES
+from wheel_engine.web.errors import Refused
 from wheel_engine.web.source import MAX_PAGE, PAGE_SIZE, Query
 
 if TYPE_CHECKING:
+    from wheel_engine.web.actions import Outcome
     from wheel_engine.web.console import Console
 
 __all__ = [
@@ -22,19 +25,15 @@ __all__ = [
     "body_fields",
     "dead_matching",
     "query_from",
+    "redrive_confirmed",
     "require_reader",
     "require_writer",
+    "write_request",
 ]
 
 _STATES = {str(s) for s in STATES}
-
-
-class Refused(Exception):
-    """The request is refused; ``status`` and a one-line reason for the page or the API."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+#: The largest form or JSON body read.
+MAX_BODY = 64 * 1024
 
 
 def _text(params: Mapping[str, Any], name: str) -> str | None:
@@ -69,8 +68,6 @@ def query_from(params: Mapping[str, Any]) -> Query:
 
 async def body_fields(request: Request) -> dict[str, str]:
     """A urlencoded form or a JSON object, at most ``MAX_BODY`` bytes, as strings."""
-    from wheel_engine.web.console import MAX_BODY
-
     body = b""
     async for chunk in request.stream():
         body += chunk
@@ -131,3 +128,23 @@ async def dead_matching(
     else:
         keys = await console.read(console.source.dead_keys, query)
     return keys, key, query
+
+
+async def write_request(console: Console, request: Request) -> tuple[dict[str, str], str]:
+    """A write's fields and who sends it, after every check of :func:`require_writer`."""
+    fields = await body_fields(request)
+    return fields, require_writer(console, request, fields)
+
+
+async def redrive_confirmed(console: Console, fields: Mapping[str, str], who: str) -> Outcome:
+    """The redrive a preview's confirmation asks for (``expected``: the count it showed)."""
+    from wheel_engine.web.actions import described
+
+    keys, key, query = await dead_matching(console, fields)
+    try:
+        expected = int(fields.get("expected", ""))
+    except ValueError:
+        raise Refused(400, "preview first: the confirmation names the preview's count") from None
+    what = f"key={key!r}" if key is not None else described(query)
+    assert console.actions is not None
+    return await console.write(console.actions.redrive, who, keys, expected, what, key is None)

@@ -16,15 +16,15 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from wheel_engine.web.actions import ActionError, described
 from wheel_engine.web.chart import bar_chart
 from wheel_engine.web.guards import (
     Refused,
     body_fields,
     dead_matching,
     query_from,
+    redrive_confirmed,
     require_reader,
-    require_writer,
+    write_request,
 )
 from wheel_engine.web.security import COOKIE
 from wheel_engine.web.source import DAY_BUCKETS, HOUR_BUCKETS, STATE_NAMES
@@ -138,12 +138,9 @@ def routes(console: Console) -> list[Route]:
     def action(fn: Callable[[Request, dict[str, str], str], Awaitable[Response]]) -> Page:
         async def run(request: Request) -> Response:
             try:
-                fields = await body_fields(request)
-                who = require_writer(console, request, fields)
+                fields, who = await write_request(console, request)
                 return await fn(request, fields, who)
-            except Refused as exc:
-                return _message(request, exc.status, str(exc))
-            except ActionError as exc:
+            except Refused as exc:  # ActionError included
                 return _message(request, exc.status, str(exc))
 
         return run
@@ -155,14 +152,8 @@ def routes(console: Console) -> list[Route]:
         )
 
     async def redrive(request: Request, fields: dict[str, str], who: str) -> Response:
-        keys, key, query = await dead_matching(console, fields)
-        try:
-            expected = int(fields.get("expected", ""))
-        except ValueError:
-            raise Refused(400, "preview first: the confirmation names the count") from None
-        what = f"key={key!r}" if key is not None else described(query)
-        assert console.actions is not None
-        done = await console.write(console.actions.redrive, who, keys, expected, what, key is None)
+        done = await redrive_confirmed(console, fields, who)
+        key = fields.get("key") or None
         return console.render(request, "done.html", outcome=done, key=key)
 
     async def cancel(request: Request, fields: dict[str, str], who: str) -> Response:
