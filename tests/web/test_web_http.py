@@ -205,3 +205,17 @@ def test_a_host_name_not_the_consoles_is_refused(seeded: Path) -> None:
     with TestClient(application, base_url="http://127.0.0.1:8740") as c:
         assert c.get("/").status_code == 200
         assert c.get("/", headers={"Host": "rebound.example:8740"}).status_code == 421
+
+
+def test_login_attempts_are_rate_limited(writer: TestClient) -> None:
+    statuses = [
+        writer.post("/login", data={"token": f"guess-{n:016d}"}).status_code for n in range(8)
+    ]
+    assert statuses[0] == 401 and statuses[-1] == 429
+
+
+def test_the_overview_shows_the_running_engines_own_lateness(client: TestClient) -> None:
+    engine = client.get("/api/overview").json()["engine"]
+    assert engine is not None and engine["fired"] >= MAILS and engine["dead"] == MAILS
+    assert engine["lag_p99"] >= 0.0
+    assert "The running engine (pid" in client.get("/").text

@@ -72,3 +72,45 @@ def test_the_view_follows_the_tail_and_a_compaction(seeded: Path) -> None:
         assert pending == ORDERS + 1 + 1 - 2 == len(state.pending)  # + hostile, late-1; - 2
     finally:
         view.close()
+
+
+def test_wheel_engine_web_serves_on_loopback_only_by_default(seeded: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wheel_engine.cli", "web", str(seeded), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            try:
+                return httpx.get(url + "/api/overview", timeout=1.0).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        assert poll(up, timeout=20.0), "the console did not answer"
+        listening = subprocess.run(
+            ["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=False
+        ).stdout
+        if listening:  # iproute2 is there: the only socket is on the loopback address
+            assert all("127.0.0.1:" in line for line in listening.splitlines()), listening
+        rebound = httpx.get(url + "/", headers={"Host": f"rebound.example:{port}"}, timeout=5)
+        assert rebound.status_code == 421
+        assert httpx.get(url + "/", headers={"Host": f"localhost:{port}"}).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        for stream in (proc.stdout, proc.stderr):
+            assert stream is not None
+            stream.close()

@@ -52,6 +52,7 @@ class Console:
         self.actions = Actions(settings) if settings.allow_writes else None
         self.sessions = Sessions(settings.tokens, settings.session_seconds)
         self.limiter = RateLimiter(rate=2.0, burst=10.0)  # writes, all users together
+        self.logins = RateLimiter(rate=1.0, burst=5.0)  # login attempts: guessing tokens
         self._reads = ThreadPoolExecutor(1, thread_name_prefix="wheel-web-read")
         self._writes = ThreadPoolExecutor(1, thread_name_prefix="wheel-web-write")
         self.env = Environment(

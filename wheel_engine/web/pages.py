@@ -109,8 +109,11 @@ def routes(console: Console) -> list[Route]:
     async def login(request: Request) -> Response:
         fields = await body_fields(request)
         nxt = _safe_next(fields.get("next"))
+        if not console.logins.allow():
+            error = "too many attempts: wait a moment"
+            return console.render(request, "login.html", status=429, next=nxt, error=error)
         who = console.sessions.who_has(fields.get("token", ""))
-        if who is None or not console.limiter.allow(0.5):
+        if who is None:
             return console.render(request, "login.html", status=401, next=nxt, error="wrong token")
         sid, _session = console.sessions.open(who)
         root = request.scope.get("root_path", "")

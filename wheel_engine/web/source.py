@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -187,6 +188,7 @@ class SqliteSource:
         data["lateness"] = summary_stats(state.lateness)
         data["duration"] = summary_stats(state.duration)
         data["journal"] = {"last_seq": state.last_seq, "snapshot_seq": state.snapshot_seq}
+        data["engine"] = engine_status(self.path)
         return data
 
     def timers(self, query: Query) -> dict[str, Any]:
@@ -253,6 +255,21 @@ class SqliteSource:
 
     def close(self) -> None:
         self.view.close()
+
+
+def engine_status(path: str) -> dict[str, Any] | None:
+    """The running engine's own counters and lateness, through its admin socket (``status``),
+    or None when no engine serves one. A short timeout: the overview never waits on it."""
+    from wheel_engine.admin.client import request
+    from wheel_engine.admin.protocol import AdminError, admin_path
+
+    try:
+        answer = request(admin_path(path), "status", timeout=1.0, owner=os.stat(path).st_uid)
+    except (AdminError, OSError):
+        return None
+    stats = answer.get("stats") or {}
+    wanted = ("fired", "succeeded", "retried", "dead", "lag_p50", "lag_p99", "lag_max")
+    return {"pid": answer.get("pid"), **{k: stats.get(k) for k in wanted}}
 
 
 def _keys_from(state: ViewState, query: Query) -> Iterator[str]:
