@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from journal.errors import JournalError
 from wheel_engine.web.guards import (
     Refused,
     dead_matching,
@@ -47,6 +48,8 @@ def routes(console: Console) -> list[Route]:
                 return JSONResponse(await fn(request))
             except Refused as exc:
                 return _error(exc.status, str(exc))
+            except JournalError as exc:  # unreadable, damaged: one line, named by the journal
+                return _error(503, str(exc))
 
         return run
 

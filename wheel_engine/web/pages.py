@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from journal.errors import JournalError
 from wheel_engine.web.chart import bar_chart
 from wheel_engine.web.guards import (
     Refused,
@@ -57,6 +58,8 @@ def routes(console: Console) -> list[Route]:
                     quoted = urllib.parse.quote(here)
                     return RedirectResponse(f"{root}/login?next={quoted}", status_code=303)
                 return _message(request, exc.status, str(exc))
+            except JournalError as exc:  # unreadable, damaged: one line, named by the journal
+                return _message(request, 503, str(exc))
 
         return run
 

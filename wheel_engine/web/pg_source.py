@@ -5,7 +5,8 @@ edges, one timer, partitions and nodes) and adds the three statements the consol
 the client has not: the due-time histogram, a keyset page of the timers list and the DEAD
 groups. PostgreSQL keeps no record log, so a timer's "history" is its current row with when
 and on which node epoch it last ran. The connection is used by one worker thread at a time
-(the app runs every source call on a single thread).
+(the app runs every source call on a single thread). The client is the CLI's; the console's own
+statements run on a second connection, opened the same way.
 """
 
 from __future__ import annotations
@@ -64,15 +65,17 @@ class PostgresSource:
     kind = "postgresql"
 
     def __init__(self, url: str, *, show_payloads: bool = False) -> None:
+        import psycopg
+
         from journal.postgres.client import PostgresClient
 
         self.name = mask_url(url)
         self.show_payloads = show_payloads
-        self.client: PostgresClient = PostgresClient.connect(url)
-
-    @property
-    def _conn(self) -> Any:
-        return self.client._conn
+        self.client: PostgresClient = PostgresClient.connect(url)  # checks it is a journal
+        # The console's own statements run on a connection of their own: the client's is its.
+        self._conn: Any = psycopg.connect(
+            url, autocommit=True, prepare_threshold=None, connect_timeout=10
+        )
 
     def _histogram(self, count: int, width: float) -> list[int]:
         out = [0] * count
@@ -163,4 +166,5 @@ class PostgresSource:
         return self.client.lookup(key)
 
     def close(self) -> None:
+        self._conn.close()
         self.client.close()
