@@ -219,3 +219,25 @@ def test_the_overview_shows_the_running_engines_own_lateness(client: TestClient)
     assert engine is not None and engine["fired"] >= MAILS and engine["dead"] == MAILS
     assert engine["lag_p99"] >= 0.0
     assert "The running engine (pid" in client.get("/").text
+
+
+def test_mounted_under_a_path_every_link_stays_under_it(seeded: Path, token_file: Path) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    console = web.app(str(seeded), allow_writes=True, token_file=str(token_file))
+    service = Starlette(routes=[Mount("/ops/timers", app=console)])
+    with TestClient(service) as c:
+        r = c.get("/ops/timers/timers?state=DEAD", follow_redirects=False)
+        assert r.headers["location"] == "/ops/timers/login?next=/timers%3Fstate%3DDEAD"
+        r = c.post("/ops/timers/login", data={"token": TOKEN, "next": "/timers?state=DEAD"},
+                   follow_redirects=False)  # fmt: skip
+        assert r.headers["location"] == "/ops/timers/timers?state=DEAD"
+        r = c.post("/ops/timers/login", data={"token": TOKEN, "next": "/timer?key=mail-1"},
+                   follow_redirects=False)  # fmt: skip
+        assert r.headers["location"] == "/ops/timers/timer?key=mail-1"
+        assert "Path=/ops/timers" in r.headers["set-cookie"]
+        html = c.get("/ops/timers/timer", params={"key": "mail-1"}).text
+        links = re.findall(r'(?:href|action|src)="(/[^"]*)"', html)
+        assert links and all(link.startswith("/ops/timers/") for link in links), links
+        assert c.get("/ops/timers/static/style.css").status_code == 200

@@ -12,7 +12,7 @@ from wheel_engine.admin.client import request
 from wheel_engine.admin.protocol import admin_path
 from wheel_engine.cli import main
 from wheel_engine.web.config import ConfigError, load_tokens
-from wheel_engine.web.view import JournalView
+from wheel_engine.web.view import JournalView, _read_all
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "::"])
@@ -68,6 +68,11 @@ def test_the_view_follows_the_tail_and_a_compaction(seeded: Path) -> None:
         assert poll(lambda: view.read().snapshot_seq > 0)
         state = view.read()
         assert state.timers["order-10"].state == "CANCELED"
+        fresh = _read_all(str(seeded))  # what a full read says: the folded view must agree
+        assert {k: (r.state, r.version, r.due) for k, r in state.timers.items()} == {
+            k: (r.state, r.version, r.due) for k, r in fresh.timers.items()
+        }
+        assert +state.counts == +fresh.counts and list(state.pending) == list(fresh.pending)
         pending = sum(n for (_h, s), n in state.counts.items() if s == "PENDING")
         assert pending == ORDERS + 1 + 1 - 2 == len(state.pending)  # + hostile, late-1; - 2
     finally:

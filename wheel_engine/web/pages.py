@@ -53,8 +53,10 @@ def routes(console: Console) -> list[Route]:
                 return await fn(request)
             except Refused as exc:
                 if exc.status == 401:
-                    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
                     root = request.scope.get("root_path", "")
+                    here = request.url.path.removeprefix(root) or "/"  # next= is in-app
+                    if request.url.query:
+                        here += f"?{request.url.query}"
                     quoted = urllib.parse.quote(here)
                     return RedirectResponse(f"{root}/login?next={quoted}", status_code=303)
                 return _message(request, exc.status, str(exc))
