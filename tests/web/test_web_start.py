@@ -119,3 +119,16 @@ def test_wheel_engine_web_serves_on_loopback_only_by_default(seeded: Path) -> No
         for stream in (proc.stdout, proc.stderr):
             assert stream is not None
             stream.close()
+
+
+def test_a_stale_record_of_a_dropped_key_is_folded_as_the_journal_folds_it() -> None:
+    from journal import Ack, Cancel, Schedule
+    from wheel_engine.web.view import ViewState
+
+    state = ViewState({}, snapshot_seq=0, last_seq=0, sealed=True)
+    state.fold(1, Cancel("gone", 3, 10.0))  # its timer was dropped by a compaction
+    state.fold(2, Ack("gone", 3, 11.0))
+    assert state.timers == {} and state.last_seq == 2 and not +state.counts
+    state.fold(3, Schedule("k", 4, "h", 50.0, None, 12.0))
+    state.fold(4, Schedule("k", 2, "h", 60.0, None, 13.0))  # stale: a lower version
+    assert list(state.pending) == [(50.0, 4, "k")] and +state.counts == {("h", "PENDING"): 1}

@@ -116,13 +116,15 @@ class ViewState:
             seen = (before.version, before.state, before.due, before.updated_at)
             self._forget(before)
         apply(self.timers, record)
-        after = self.timers[record.key]
+        self.last_seq = seq
+        after = self.timers.get(record.key)
+        if after is None:  # a stale record of a key compaction dropped: the fold ignored it
+            return
         if before is None:
             self.keys.add(record.key)
         self._remember(after)
         if seen is not None and seen[0] == getattr(record, "version", None):
             self._sample(after.handler, seen, record)
-        self.last_seq = seq
 
     def _sample(self, handler: str, seen: tuple[Any, ...], record: Record) -> None:
         """Lateness at an attempt's start; duration at its end (ack, retry or dead letter)."""
