@@ -80,3 +80,27 @@ def test_postgres_writes_need_a_token(pg_url: str) -> None:
         assert "token" in str(exc)
     else:
         raise AssertionError("allow_writes without a token was accepted")
+
+
+async def test_the_postgres_overview_is_served_from_a_cache_recounted_behind(pg_url: str) -> None:
+    import psycopg
+
+    from wheel_engine.web.pg_overview import CachedOverview
+
+    async def nothing(firing: Firing) -> None:
+        pass
+
+    engine = Engine(pg_url, node="a", lease=5.0, horizon=60.0)
+    engine.register("h", nothing)
+    async with engine:
+        await engine.schedule("h", key="one", delay=600.0)
+        cache = CachedOverview(pg_url, max_age=0.0)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            first = cache.get(conn)
+            assert first["states"]["PENDING"] == 1 and sum(first["due"]["next_hour"]) == 1
+            await engine.schedule("h", key="two", delay=7200.0)
+            stale = cache.get(conn)  # answers at once with what it has, and recounts behind
+            assert stale["states"]["PENDING"] == 1
+            await _until(lambda: cache.get(conn)["states"]["PENDING"] == 2)
+            fresh = cache.get(conn)
+            assert sum(fresh["due"]["next_hour"]) == 1 and sum(fresh["due"]["next_day"]) == 2

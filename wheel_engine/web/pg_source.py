@@ -1,12 +1,11 @@
-"""The console over a PostgreSQL journal: the database answers every read, at its own clock.
-
-It reuses the CLI's reads (:class:`journal.postgres.PostgresClient`: counts by handler, due
-edges, one timer, partitions and nodes) and adds the three statements the console needs that
-the client has not: the due-time histogram, a keyset page of the timers list and the DEAD
-groups. PostgreSQL keeps no record log, so a timer's "history" is its current row with when
-and on which node epoch it last ran. The connection is used by one worker thread at a time
-(the app runs every source call on a single thread). The client is the CLI's; the console's own
-statements run on a second connection, opened the same way.
+"""The console over a PostgreSQL journal: the database answers every read, at its own clock. It
+reuses the CLI's reads (:class:`journal.postgres.PostgresClient`: one timer, partitions, nodes,
+the clock) and adds what the console needs that the client has not: a keyset page of the timers
+list, the DEAD timers a filter names, and the overview (:mod:`.pg_overview`, cached). PostgreSQL
+keeps no record log, so a timer's "history" is its current row with when and on which node epoch
+it last ran. The connection is used by one worker thread at a time (the app runs every source
+call on a single thread). The client is the CLI's; the console's own statements run on a second
+connection, opened the same way.
 """
 
 from __future__ import annotations
@@ -14,33 +13,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.postgres.rows import COLUMNS, stored
-from journal.postgres.schema import DB_NOW
 from journal.state import STATE_CODE
 from wheel_engine.cli.pg import mask_url
-from wheel_engine.web.source import (
-    DAY_BUCKETS,
-    DEAD_GROUPS,
-    HOUR_BUCKETS,
-    Query,
-    dead_groups,
-    overview_data,
-    timer_data,
-)
-from wheel_engine.web.view import ERROR_WIDTH
+from wheel_engine.web.pg_overview import CachedOverview
+from wheel_engine.web.source import Query, timer_data
 
 if TYPE_CHECKING:
     from journal.postgres import PostgresClient
 
 __all__ = ["PostgresSource"]
 
-#: Pending timers per window from now: uses the (partition, due, version) WHERE state = 0 index.
-_HISTOGRAM: Final = (
-    f"WITH n AS (SELECT {DB_NOW} AS now)"
-    " SELECT n.now, floor((t.due - n.now) / %(width)s)::int AS b, count(*)"
-    " FROM wheel_timers t, n"
-    " WHERE t.state = 0 AND t.due > n.now AND t.due <= n.now + %(width)s * %(count)s"
-    " GROUP BY n.now, b"
-)
 _PAGE: Final = (
     f"SELECT {COLUMNS} FROM wheel_timers t"
     " WHERE (%(after)s::text IS NULL OR t.key > %(after)s::text)"
@@ -48,11 +30,6 @@ _PAGE: Final = (
     " AND (%(state)s::smallint IS NULL OR t.state = %(state)s::smallint)"
     " AND (%(handler)s::text IS NULL OR t.handler = %(handler)s::text)"
     " ORDER BY t.key LIMIT %(limit)s::bigint"
-)
-_DEAD: Final = (
-    "SELECT handler, left(split_part(btrim(coalesce(last_error, ''), E' \\n'), E'\\n', 1),"
-    f" {ERROR_WIDTH}), count(*) FROM wheel_timers WHERE state = 4 GROUP BY 1, 2"
-    f" ORDER BY 3 DESC, 1, 2 LIMIT {DEAD_GROUPS}"
 )
 _DEAD_KEYS: Final = (
     "SELECT key FROM wheel_timers WHERE state = 4"
@@ -76,26 +53,10 @@ class PostgresSource:
         self._conn: Any = psycopg.connect(
             url, autocommit=True, prepare_threshold=None, connect_timeout=10
         )
-
-    def _histogram(self, count: int, width: float) -> list[int]:
-        out = [0] * count
-        for _now, b, n in self._conn.execute(_HISTOGRAM, {"width": width, "count": count}):
-            out[min(max(int(b), 0), count - 1)] += int(n)
-        return out
+        self._overview = CachedOverview(url)
 
     def overview(self) -> dict[str, Any]:
-        handlers = {
-            name: {str(s): n for s, n in counts.items()}
-            for name, counts in self.client.handler_counts().items()
-        }
-        edges = self.client.due_edges()
-        hour = self._histogram(*HOUR_BUCKETS)
-        day = self._histogram(*DAY_BUCKETS)
-        dead = dead_groups(((h, e), int(n)) for h, e, n in self._conn.execute(_DEAD))
-        data = overview_data(edges.now, handlers, edges.overdue, hour, day, dead)
-        data["lateness"] = {}
-        data["duration"] = {}
-        return data
+        return self._overview.get(self._conn)
 
     def timers(self, query: Query) -> dict[str, Any]:
         params = {
