@@ -68,6 +68,17 @@ async def test_postgres_overview_nodes_and_redrive(pg_url: str) -> None:
             healed.append(True)
             r = c.post("/api/redrive", json={"prefix": "p-", "expected": 1}, headers=bearer)
             assert r.status_code == 200 and r.json()["count"] == 1
+            r = c.post("/api/cancel", json={"key": "p-1"}, headers=bearer)
+            assert r.json()["detail"] == "CANCELED"
+            r = c.post("/api/run-now", json={"key": "p-0"}, headers=bearer)
+            assert r.status_code == 200, r.text
+
+            def state(key: str) -> str:
+                return str(c.get("/api/timer", params={"key": key}, headers=bearer).json()
+                           ["timer"]["state"])  # fmt: skip
+
+            await _until(lambda: state("p-0") == "SUCCEEDED")
+            assert state("p-1") == "CANCELED"
         await _until(lambda: fired == ["p-dead"])
 
 
