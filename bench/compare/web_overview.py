@@ -166,10 +166,17 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             assert client.get("/api/overview").status_code == 200
             print(f"console start-up (one full read): {time.perf_counter() - t0:.2f}s")
-            timings: dict[str, list[float]] = {"/api/overview": [], "/": []}
-            for r in range(args.rounds):
+            timings: dict[str, list[float]] = {
+                "/api/overview": [],
+                "/": [],
+                "/api/timers?state=DEAD": [],  # 4% match: a page is near
+                "/api/timers?handler=nobody": [],  # none match: every key is looked at
+            }
+            base = 0
+            for _ in range(args.rounds):
                 for url, series in timings.items():
-                    asyncio.run(_append(path, args.tail, (r * 2 + (url == "/")) * args.tail))
+                    asyncio.run(_append(path, args.tail, base))
+                    base += args.tail
                     t0 = time.perf_counter()
                     response = client.get(url)
                     series.append(time.perf_counter() - t0)
@@ -181,11 +188,12 @@ def main(argv: list[str] | None = None) -> int:
             peer.append(time.perf_counter() - t0)
     for url, series in timings.items():
         median = statistics.median(series)
-        verdict = "met" if median < BAR_SECONDS else "MISSED"
+        bar = url in ("/", "/api/overview")  # the bar is the overview's; the lists are shown
+        verdict = ("met" if median < BAR_SECONDS else "MISSED") if bar else "no bar"
         print(
             f"GET {url}: median {median * 1000:.1f} ms, max {max(series) * 1000:.1f} ms over "
             f"{args.rounds} requests, {args.tail} new records before each "
-            f"(bar {BAR_SECONDS * 1000:.0f} ms: {verdict})"
+            f"({f'bar {BAR_SECONDS * 1000:.0f} ms: ' if bar else ''}{verdict})"
         )
     peer_median = statistics.median(peer)
     overview = statistics.median(timings["/api/overview"])
