@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from web_engine import MAILS, ORDERS, poll
 
+from journal.state import TimerState
 from wheel_engine.admin.client import request
 from wheel_engine.admin.protocol import admin_path
 from wheel_engine.cli import main
@@ -73,6 +74,10 @@ def test_the_view_follows_the_tail_and_a_compaction(seeded: Path) -> None:
             k: (r.state, r.version, r.due) for k, r in fresh.timers.items()
         }
         assert +state.counts == +fresh.counts and list(state.pending) == list(fresh.pending)
+        assert {s: list(keys) for s, keys in state.by_state.items()} == {
+            s: list(keys) for s, keys in fresh.by_state.items()
+        }
+        assert list(state.by_state[TimerState.DEAD]) == [f"mail-{n}" for n in range(1, MAILS + 1)]
         pending = sum(n for (_h, s), n in state.counts.items() if s == "PENDING")
         assert pending == ORDERS + 1 + 1 - 2 == len(state.pending)  # + hostile, late-1; - 2
     finally:

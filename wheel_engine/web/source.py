@@ -273,8 +273,11 @@ def engine_status(path: str) -> dict[str, Any] | None:
 
 
 def _keys_from(state: ViewState, query: Query) -> Iterator[str]:
-    """Keys in order from the page's start: after ``query.after``, within ``query.prefix``."""
+    """Keys in order from the page's start: after ``query.after``, within ``query.prefix``
+    (only the keys of ``query.state`` when that state has a list of its own)."""
     keys = state.keys
+    if query.state is not None:
+        keys = state.by_state.get(TimerState(query.state), keys)
     prefix = query.prefix or ""
     start = keys.bisect_left(prefix)
     if query.after is not None and query.after >= prefix:
