@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import sqlite3
 import sys
@@ -28,6 +29,8 @@ from typing import Any
 __all__ = ["build_parser", "main"]
 
 Command = Callable[[argparse.Namespace, Any], "int | Awaitable[int]"]
+#: The ``web`` command's module (it imports the ``web`` extra only when the command runs).
+_WEB = "wheel_engine.web.cli"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     from wheel_engine.cli import remote
 
     remote.add_parsers(sub, common)  # schedule, cancel
+    # The console's command, loaded by name as cli.pg's are: wheel_engine.web reuses this
+    # package's read paths, so this package names it only at run time.
+    importlib.import_module(_WEB).add_parser(sub, common)
     return parser
 
 
@@ -179,6 +185,7 @@ def _commands() -> dict[str, Command]:
         "redrive": write.cmd_redrive,
         "demo": run.cmd_demo,
         "bench": run.cmd_bench,
+        "web": importlib.import_module(_WEB).cmd_web,
     }
 
 
