@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import stat
 import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from journal.errors import JournalCorrupt, JournalError, JournalLocked
+from journal.ownfiles import kind_of
 from wheel_engine.cli.output import EXIT_ERROR, EXIT_LOCKED, CliError, fmt_time
 
 if TYPE_CHECKING:
@@ -45,11 +47,26 @@ def existing_journal(path: str) -> Path:
         raise CliError(f"{path}: is a directory, not a journal")
     if not os.access(p, os.R_OK):
         raise CliError(f"{path}: permission denied")
-    with p.open("rb") as f:
-        header = f.read(16)
+    header = _header(path)
     if header and header != b"SQLite format 3\x00":
         raise CliError(f"{path}: not a wheel-engine journal (not an SQLite database)")
     return p
+
+
+def _header(path: str) -> bytes:
+    """The file's first 16 bytes; a FIFO or a device is refused at once (``O_NONBLOCK``: the
+    open never waits for a FIFO's writer, and nothing is read from one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise CliError(f"{path}: {kind_of(mode)}, not a journal")
+        return os.pread(fd, 16, 0)
+    finally:
+        os.close(fd)
 
 
 def file_size(path: Path) -> int:
