@@ -15,7 +15,8 @@ Guaranteed here, for every file of the journal's own that this code opens:
 - the open file is then checked with ``fstat`` (the very file opened, no race): a regular file
   owned by the journal's owner (or by root), else refused with one :class:`JournalError`
   naming the path and what is wrong;
-- a mode is only ever changed with ``fchmod`` on such a descriptor, never by name.
+- a mode is only ever changed through such a descriptor (:func:`secure_sidecars`), never by
+  name.
 
 SQLite opens its own sidecars with ``O_NOFOLLOW`` too, but a link there makes it fail with
 "unable to open database file" and a FIFO at ``-wal`` would block its read: so
@@ -143,16 +144,24 @@ def refuse_planted(journal: str, suffixes: tuple[str, ...] = SQLITE_SIDECARS) ->
 def secure_sidecars(journal: str) -> None:
     """SQLite gives ``-wal``/``-shm`` the database file's mode; make sure of 0o600 anyway.
 
-    Through a descriptor opened as :func:`open_own` does: never through a link."""
+    Never through a link, and never by closing a real descriptor of those files: closing *any*
+    descriptor of a file drops every POSIX lock this process holds on it, SQLite's included
+    (its lock on ``-shm`` says "a connection uses this": without it, another process's first
+    connection reinitialises the ``-shm`` under ours, which then dies of SIGBUS). So the file
+    is reached with ``O_PATH | O_NOFOLLOW`` (a descriptor that holds no lock and drops none),
+    checked with ``fstat``, and chmod-ed through ``/proc/self/fd``, which names that very file.
+    """
     owner = journal_owner(journal)
     for suffix in ("-wal", "-shm"):
         side = own_path(journal, suffix)
         try:
-            fd = open_own(side, os.O_RDONLY, owner)
+            fd = os.open(side, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             continue
         try:
-            if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
-                os.fchmod(fd, OWN_MODE)
+            st = os.fstat(fd)
+            check_own(st, side, owner)
+            if stat.S_IMODE(st.st_mode) & 0o077:
+                os.chmod(f"/proc/self/fd/{fd}", OWN_MODE)
         finally:
             os.close(fd)
