@@ -42,6 +42,7 @@ __all__ = [
     "kind_of",
     "open_own",
     "own_path",
+    "read_head",
     "refuse_planted",
     "secure_sidecars",
 ]
@@ -124,6 +125,21 @@ def open_own(path: str, flags: int, owner: int | None) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def read_head(path: str, size: int) -> bytes:
+    """The first ``size`` bytes of the journal file at ``path`` (links followed: the journal may
+    be reached through one). Anything but a regular file is refused at once with
+    :class:`JournalError` (``O_NONBLOCK``: a FIFO's open never waits for a writer, and nothing is
+    read from it); ``OSError`` for a file that cannot be opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise JournalError(f"not a wheel-engine journal ({kind_of(mode)}): {path}")
+        return os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
 
 
 def refuse_planted(journal: str, suffixes: tuple[str, ...] = SQLITE_SIDECARS) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 import urllib.parse
 from typing import Final
 
@@ -35,7 +34,7 @@ from journal.checksum import meta_sealed, seal_meta
 from journal.errors import JournalCorrupt, JournalError
 from journal.migration import migrate
 from journal.objects import expected_objects, schema_objects, unexpected
-from journal.ownfiles import kind_of, refuse_planted, secure_sidecars
+from journal.ownfiles import read_head, refuse_planted, secure_sidecars
 from journal.watermark import new_journal_id
 
 __all__ = [
@@ -144,20 +143,11 @@ def check_header(path: str) -> None:
     ``immutable`` connection, which takes no lock and creates no file, and must hold our tables.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        head = read_head(path, 100)
     except FileNotFoundError:
         raise JournalError(f"no such journal: {path}") from None
     except OSError as exc:
         raise JournalError(f"cannot read journal ({exc}): {path}") from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise JournalError(f"not a wheel-engine journal ({kind_of(mode)}): {path}")
-        head = os.pread(fd, 100, 0)
-    except OSError as exc:
-        raise JournalError(f"cannot read journal ({exc}): {path}") from exc
-    finally:
-        os.close(fd)
     if not head:
         return
     if not head.startswith(SQLITE_HEADER) or len(head) < 100:

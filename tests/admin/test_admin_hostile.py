@@ -8,38 +8,23 @@ thrown at a live engine's socket while its timers fire.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import signal
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from engine_process import engine_process
+from raw_client import exchange
+from test_admin_server import serving
 
 from wheel_engine import Engine, Firing
-from wheel_engine.admin import AdminServer, admin_path, request
+from wheel_engine.admin import admin_path, request
 from wheel_engine.admin.server import BACKLOG
 from wheel_engine.testing import VirtualClock
-
-
-def exchange(path: str, data: bytes, timeout: float = 10.0) -> bytes:
-    """Send raw bytes, return the raw answer (for requests the client would never send)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(path)
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            sock.sendall(data)
-            sock.shutdown(socket.SHUT_WR)
-        chunks = []
-        with contextlib.suppress(ConnectionResetError):
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        return b"".join(chunks)
 
 
 async def raw(path: str, data: bytes) -> dict[str, Any]:
@@ -48,23 +33,6 @@ async def raw(path: str, data: bytes) -> dict[str, Any]:
     message = json.loads(answer)
     assert isinstance(message, dict)
     return message
-
-
-@contextlib.asynccontextmanager
-async def serving(tmp_path: Path, **options: Any) -> AsyncIterator[tuple[Engine, AdminServer]]:
-    engine = Engine(str(tmp_path / "t.db"), clock=VirtualClock())
-
-    @engine.handler("h")
-    async def h(firing: Firing) -> None:
-        pass
-
-    async with engine:
-        server = AdminServer(engine, admin_path(engine.path or ""), **options)
-        await server.start()
-        try:
-            yield engine, server
-        finally:
-            await server.close()
 
 
 def line(message: dict[str, Any]) -> bytes:

@@ -16,12 +16,10 @@ A few seconds in CI (300 examples); ``WHEEL_ENGINE_SOAK=1`` runs 5,000.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +30,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from raw_client import exchange
 
 from journal.recovery import recover_sync
 from wheel_engine.admin import admin_path
@@ -95,20 +94,6 @@ class LiveEngine:
         """Whether the engine still runs, and the end of what it wrote to stderr."""
         state = "running" if self.proc.poll() is None else f"exited {self.proc.returncode}"
         return state + ": " + Path(f"{self.path}.stderr").read_text(errors="replace")[-3000:]
-
-
-def ask(path: str, data: bytes) -> bytes:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(15.0)  # above the server's own read timeout: it answers first
-        sock.connect(path)
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            sock.sendall(data)
-            sock.shutdown(socket.SHUT_WR)
-        chunks = []
-        with contextlib.suppress(ConnectionResetError):
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        return b"".join(chunks)
 
 
 # -- the requests ---------------------------------------------------------------------------------
@@ -180,7 +165,7 @@ def test_hostile_clients_get_answers_change_nothing_and_timers_stay_on_time(
     live: LiveEngine,
 ) -> None:
     path = admin_path(live.path)
-    ask(path, b'{"v": 1, "command": "ping"}\n')  # warm: the server's first connection
+    exchange(path, b'{"v": 1, "command": "ping"}\n')  # warm: the server's first connection
     fds = live.open_fds()
     seen: dict[str, int] = {}
 
@@ -194,7 +179,7 @@ def test_hostile_clients_get_answers_change_nothing_and_timers_stay_on_time(
     def one_request(data: bytes) -> None:
         before = live.digest()
         try:
-            answer = ask(path, data)
+            answer = exchange(path, data)
         except OSError:
             raise AssertionError(f"no answer; engine {live.log()}") from None
         assert answer.endswith(b"\n") and answer.count(b"\n") == 1, (data[:200], answer[:200])

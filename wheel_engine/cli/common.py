@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import stat
 import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from journal.errors import JournalCorrupt, JournalError, JournalLocked
-from journal.ownfiles import kind_of
+from journal.ownfiles import read_head
 from wheel_engine.cli.output import EXIT_ERROR, EXIT_LOCKED, CliError, fmt_time
 
 if TYPE_CHECKING:
@@ -54,19 +53,13 @@ def existing_journal(path: str) -> Path:
 
 
 def _header(path: str) -> bytes:
-    """The file's first 16 bytes; a FIFO or a device is refused at once (``O_NONBLOCK``: the
-    open never waits for a FIFO's writer, and nothing is read from one)."""
+    """The file's first 16 bytes; a FIFO or a device is refused at once, never waited on."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_head(path, 16)
+    except JournalError as exc:
+        raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"{path}: {exc.strerror or exc}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise CliError(f"{path}: {kind_of(mode)}, not a journal")
-        return os.pread(fd, 16, 0)
-    finally:
-        os.close(fd)
 
 
 def file_size(path: Path) -> int:
