@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 
 from journal.errors import JournalError, JournalLocked
+from journal.ownfiles import kind_of
 
 __all__ = ["WriterLock"]
 
@@ -127,10 +129,17 @@ class WriterLock:
             os.close(fd)  # closing the only descriptor of this description drops the flock
 
     def _open(self) -> int:
+        """The journal file, opened for the lock: a FIFO or a device there is refused at once
+        (``O_NONBLOCK``: the open never waits for a FIFO's other end)."""
         try:
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise JournalError(f"cannot open the journal to lock it ({exc}): {self.path}") from exc
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)  # not a file SQLite could hold a lock on: no lock of ours is lost
+            raise JournalError(f"not a wheel-engine journal ({kind_of(mode)}): {self.path}")
+        return fd
 
     @staticmethod
     def _keep_refused(file: FileId, fd: int) -> None:

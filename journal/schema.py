@@ -25,16 +25,16 @@ Everything here is synchronous ``sqlite3``; the journal runs it in a worker thre
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
-import stat
 import urllib.parse
 from typing import Final
 
 from journal.checksum import meta_sealed, seal_meta
 from journal.errors import JournalCorrupt, JournalError
 from journal.migration import migrate
+from journal.objects import expected_objects, schema_objects, unexpected
+from journal.ownfiles import read_head, refuse_planted, secure_sidecars
 from journal.watermark import new_journal_id
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "ensure_schema",
     "raise_for",
     "read_meta",
-    "secure_sidecars",
+    "secure_sidecars",  # from journal.ownfiles, kept here for the journal's imports
 ]
 
 #: The schema this code writes. 1: bodies without checksums; 2: sealed bodies, journal_id and
@@ -129,17 +129,46 @@ def raise_for(exc: sqlite3.Error, path: str, doing: str) -> JournalError:
     return JournalError(f"journal error ({text}) while {doing}: {path}")
 
 
+#: Where SQLite's header keeps ``PRAGMA application_id`` (4 bytes, big-endian).
+_APPLICATION_ID_AT: Final = 68
+
+
 def check_header(path: str) -> None:
-    """An existing non-empty file must start with SQLite's header."""
+    """Recognise a journal from its bytes alone, before SQLite opens it (and could leave a
+    ``-wal``/``-shm`` beside a file that is not ours).
+
+    An empty file passes (a writable open makes it a journal). Anything else must be a regular
+    file (a FIFO is refused at once, never waited on) with SQLite's header and our
+    ``application_id``; a file without one (0: set by no wheel-engine) is looked at through an
+    ``immutable`` connection, which takes no lock and creates no file, and must hold our tables.
+    """
     try:
-        with open(path, "rb") as f:
-            head = f.read(len(SQLITE_HEADER))
+        head = read_head(path, 100)
     except FileNotFoundError:
         raise JournalError(f"no such journal: {path}") from None
     except OSError as exc:
         raise JournalError(f"cannot read journal ({exc}): {path}") from exc
-    if head and head != SQLITE_HEADER:
+    if not head:
+        return
+    if not head.startswith(SQLITE_HEADER) or len(head) < 100:
         raise not_a_journal(path)
+    app_id = int.from_bytes(head[_APPLICATION_ID_AT : _APPLICATION_ID_AT + 4], "big")
+    if app_id == APPLICATION_ID:
+        return
+    if app_id != 0 or not _has_our_tables(path):
+        raise not_a_journal(path)
+
+
+def _has_our_tables(path: str) -> bool:
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+        try:
+            return _tables(con) == _TABLES
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
 
 
 def create_file(path: str) -> bool:
@@ -154,20 +183,12 @@ def create_file(path: str) -> bool:
     return True
 
 
-def secure_sidecars(path: str) -> None:
-    """SQLite gives ``-wal``/``-shm`` the database file's mode; make sure of 0o600 anyway."""
-    for suffix in ("-wal", "-shm"):
-        with contextlib.suppress(OSError):
-            side = path + suffix
-            if stat.S_IMODE(os.stat(side).st_mode) & 0o077:
-                os.chmod(side, FILE_MODE)
-
-
 def connect_ro(path: str) -> sqlite3.Connection:
     """A read-only connection (no lock needed; works while an engine writes, thanks to WAL)."""
     if not os.path.exists(path):
         raise JournalError(f"no such journal: {path}")
     check_header(path)
+    refuse_planted(path)
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
     try:
         con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
@@ -191,9 +212,16 @@ def read_meta(con: sqlite3.Connection, path: str) -> MetaInfo:
     when the numbers must agree with later reads.
     """
     try:
-        tables = _tables(con)
+        objects = schema_objects(con)
+        tables = {n for kind, n in objects if kind == "table" and not n.startswith("sqlite_")}
         if tables != _TABLES:
             raise not_a_journal(path)
+        extra = unexpected(objects, expected_objects(_DDL))
+        if extra:  # a trigger or a constraint would run on our writes: refuse before any
+            raise JournalCorrupt(
+                f"journal holds schema objects the engine did not create: {'; '.join(extra)} "
+                f"(refused before anything is written): {path}"
+            )
         meta = dict(con.execute("SELECT name, value FROM meta").fetchall())
         version = meta.get("schema_version")
         if type(version) is not int:
@@ -239,6 +267,7 @@ def ensure_schema(path: str) -> MetaInfo:
     is then switched to WAL (persistent).
     """
     check_header(path)
+    refuse_planted(path)
     try:
         fresh = os.path.getsize(path) == 0
     except OSError as exc:

@@ -33,6 +33,7 @@ import zlib
 from typing import Final, NamedTuple
 
 from journal.errors import JournalCorrupt, JournalError
+from journal.ownfiles import journal_owner, open_own, own_path
 
 __all__ = ["HighWaterMark", "Mark", "mark_path", "new_journal_id", "read_mark", "verify_mark"]
 
@@ -58,7 +59,7 @@ def new_journal_id() -> bytes:
 
 def mark_path(path: str) -> str:
     """The mark's file: beside the real file, as SQLite puts ``-wal`` (it follows symlinks)."""
-    return os.path.realpath(path) + "-hwm"
+    return own_path(path, "-hwm")
 
 
 def _pack(journal_id: bytes, seq: int) -> bytes:
@@ -87,10 +88,14 @@ def read_mark(path: str) -> Mark | None:
     read first is never ahead of what the transaction then sees.
     """
     where = mark_path(path)
+    owner = journal_owner(path)
     for attempt in range(_READ_TRIES):
         try:
-            with open(where, "rb") as f:
-                data = f.read(_LAYOUT.size + 1)
+            fd = open_own(where, os.O_RDONLY, owner)  # never a link, a FIFO, another's file
+            try:
+                data = os.pread(fd, _LAYOUT.size + 1, 0)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -128,12 +133,15 @@ class HighWaterMark:
     __slots__ = ("_fd", "_journal_id", "_path", "_seq")
 
     def __init__(self, path: str, journal_id: bytes, seq: int) -> None:
-        """Open (creating, 0o600) the mark of the journal at ``path`` and store ``seq``."""
+        """Open (creating, 0o600) the mark of the journal at ``path`` and store ``seq``.
+
+        Raises :class:`JournalError` for a link, a FIFO or another user's file in its place
+        (:func:`journal.ownfiles.open_own`): nothing is created or written through a link."""
         self._path = mark_path(path)
         self._journal_id = journal_id
         self._seq = -1
         try:
-            self._fd: int | None = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._fd: int | None = open_own(self._path, os.O_RDWR | os.O_CREAT, journal_owner(path))
         except OSError as exc:
             raise JournalError(
                 f"cannot create the journal's high-water mark ({exc}): {self._path}"

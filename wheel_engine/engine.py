@@ -243,7 +243,7 @@ class Engine:
         self._close_begun = True
         try:
             if self._admin is not None:
-                await self._admin.close()  # commands under way finish: work is still taken
+                await self._admin.close(grace)  # commands under way finish, within grace
             self._stop()
             # Only handlers already running get the grace period; see drop_unstarted.
             self._starter.drop_unstarted()

@@ -90,14 +90,17 @@ class Outcomes:
                 handler=timer.handler,
                 failed_hooks=self._hook_failed,
             )
-            if logger.isEnabledFor(logging.DEBUG):  # tracebacks can carry data: opt-in only
+            if logger.isEnabledFor(logging.DEBUG):
+                # The described, bounded text only, as last_error: a raw traceback would carry
+                # the exception's own words (a payload, a secret) past describe_error and its
+                # bound.
                 logger.debug(
-                    "handler %r failed: timer %s (version %d, attempt %d)",
+                    "handler %r failed: timer %s (version %d, attempt %d): %s",
                     timer.handler,
                     timer.key,
                     timer.version,
                     timer.attempts,
-                    exc_info=error,
+                    diagnostics.one_line(message),
                 )
         timer.last_error = message
         delay = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import time
 from typing import Any, Final
 
 from wheel_engine.admin.protocol import (
@@ -38,6 +39,11 @@ DEFAULT_TIMEOUT: Final = 60.0
 #: The largest answer read (a redrive of every dead timer lists them all).
 MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
 _CHUNK: Final = 65536
+#: Back-off between connection attempts while the engine's listen backlog is full (seconds).
+_FIRST_RETRY: Final = 0.005
+_LAST_RETRY: Final = 0.1
+#: A socket timeout is never set to zero (that would make the socket non-blocking).
+_MIN_WAIT: Final = 0.001
 
 
 def request(
@@ -54,10 +60,11 @@ def request(
     anyone else is refused before anything is sent to it.
     """
     path = os.fspath(sock_path)
+    deadline = time.monotonic() + timeout
     _check_socket_file(path, owner)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        _connect(sock, path)
+        _connect(sock, path, deadline)
+        sock.settimeout(max(deadline - time.monotonic(), _MIN_WAIT))
         try:
             sock.sendall(request_line(command, args))
             sock.shutdown(socket.SHUT_WR)
@@ -72,12 +79,16 @@ def request(
 
 
 def _check_socket_file(path: str, owner: int | None) -> None:
+    """The checks the server makes of what is at its path, and the owner's: ``lstat``, so a
+    symbolic link planted there (to another service's socket, say) is refused, never followed."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         raise AdminUnavailable(f"no admin socket at {path}") from None
     except OSError as exc:
         raise AdminError(f"{path}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise AdminError(f"{path} is a symbolic link, not the engine's socket: not following it")
     if not stat.S_ISSOCK(st.st_mode):
         raise AdminError(f"{path} is not a socket")
     if owner is not None and st.st_uid != owner:
@@ -87,20 +98,34 @@ def _check_socket_file(path: str, owner: int | None) -> None:
         )
 
 
-def _connect(sock: socket.socket, path: str) -> None:
-    try:
-        sock.connect(path)
-    except (FileNotFoundError, ConnectionRefusedError):
-        raise AdminUnavailable(
-            f"no engine answers on {path} (a stale socket left by a process that is gone)"
-        ) from None
-    except PermissionError:
-        raise AdminError(
-            f"{path}: permission denied (the socket is its engine's user's only, mode 0600): "
-            "run as that user"
-        ) from None
-    except TimeoutError:
-        raise AdminError(f"{path}: the engine did not accept the connection in time") from None
+def _connect(sock: socket.socket, path: str, deadline: float) -> None:
+    """Connect by ``deadline``. A Unix socket whose listen backlog is full refuses a
+    non-blocking connect with EAGAIN at once (it never waits as TCP does): that is a busy
+    engine, not a missing one, so try again, backing off, until the caller's own timeout."""
+    sock.setblocking(False)
+    wait = _FIRST_RETRY
+    while True:
+        try:
+            sock.connect(path)
+            return
+        except (FileNotFoundError, ConnectionRefusedError):
+            raise AdminUnavailable(
+                f"no engine answers on {path} (a stale socket left by a process that is gone)"
+            ) from None
+        except PermissionError:
+            raise AdminError(
+                f"{path}: permission denied (the socket is its engine's user's only, mode 0600): "
+                "run as that user"
+            ) from None
+        except BlockingIOError:  # EAGAIN: the backlog is full
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AdminError(
+                    f"{path}: the engine did not accept the connection in time (its queue of "
+                    "connections stayed full)"
+                ) from None
+            time.sleep(min(wait, left))
+            wait = min(wait * 2, _LAST_RETRY)
 
 
 def _read_line(sock: socket.socket, path: str, timeout: float) -> bytes:

@@ -22,7 +22,7 @@ from wheel_engine.model import TimerInfo, TimerState
 if TYPE_CHECKING:
     from wheel_engine.engine import Engine
 
-__all__ = ["COMMAND_TABLE", "timer_wire"]
+__all__ = ["COMMAND_TABLE", "plain", "timer_wire"]
 
 Command = Callable[["Engine", dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -70,20 +70,21 @@ def _int_or_none(args: dict[str, Any], name: str) -> int | None:
     return value
 
 
-def _plain(value: Any) -> Any:
-    """Stats as strict JSON: non-finite floats (no JSON number) become None."""
+def plain(value: Any) -> Any:
+    """Stats (or any answer) as strict JSON: non-finite floats (no JSON number) become None."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
 async def ping(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
     from wheel_engine import __version__
 
+    _known(args, frozenset())
     return {
         "protocol": PROTOCOL_VERSION,
         "wheel_engine": __version__,
@@ -93,7 +94,8 @@ async def ping(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def status(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
-    return {**(await ping(engine, args)), "stats": _plain(engine.stats())}
+    _known(args, frozenset())
+    return {**(await ping(engine, args)), "stats": plain(engine.stats())}
 
 
 async def schedule(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:

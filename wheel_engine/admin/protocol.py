@@ -21,6 +21,7 @@ each other with ``protocol_version`` rather than guess.
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any, Final
 
@@ -100,10 +101,25 @@ def _no_constants(name: str) -> float:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: valid JSON syntax, but no number JSON can send back
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
+
+
 def decode_line(line: bytes) -> dict[str, Any]:
-    """A JSON line back into an object; ``ProtocolMismatch`` if it is not one."""
+    """A JSON line back into an object; ``ProtocolMismatch`` if it is not one.
+
+    Refused here, before any command sees them: NaN and the infinities (``NaN``, ``1e999``), and
+    nesting too deep for the parser (``RecursionError``): each gets an answer, never a crash.
+    """
     try:
-        message = json.loads(line.decode("utf-8"), parse_constant=_no_constants)
+        message = json.loads(
+            line.decode("utf-8"), parse_constant=_no_constants, parse_float=_finite
+        )
+    except RecursionError:
+        raise ProtocolMismatch("not a JSON line (nested too deeply)") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolMismatch(f"not a JSON line ({exc})") from None
     if not isinstance(message, dict):

@@ -15,9 +15,12 @@ Guarantees:
   :class:`~wheel_engine.admin.protocol.AdminError`. A path that is not a socket is never touched.
 - ``close`` unlinks the socket only if it is still the one this server made (same inode).
 - One request per connection, at most :data:`~wheel_engine.admin.protocol.MAX_REQUEST_BYTES`,
-  read within :data:`READ_TIMEOUT`. A malformed, oversized or slow request gets an error answer
-  (or is dropped) and costs the server nothing else; a command that raises is answered with an
-  error code, never breaks the engine or the server.
+  read within :data:`READ_TIMEOUT`, its answer taken by the client within :data:`WRITE_TIMEOUT`
+  (else the connection is dropped); ``close(grace)`` waits on no client beyond ``grace``. A
+  malformed, oversized or slow request gets an error answer (or is dropped) and costs the server
+  nothing else; a command that raises is answered with an error code, never breaks the engine or
+  the server. Every request gets one answer, and it tells the truth: values JSON cannot carry
+  are refused before any command runs, and an answer is encoded only after its command is done.
 
 Not guaranteed: access control beyond the file mode. Whoever can open the socket (the engine's
 user, and root) can schedule and cancel any timer of a registered handler.
@@ -35,7 +38,7 @@ import tempfile
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.errors import JournalError
-from wheel_engine.admin.commands import COMMAND_TABLE
+from wheel_engine.admin.commands import COMMAND_TABLE, plain
 from wheel_engine.admin.protocol import (
     MAX_REQUEST_BYTES,
     MAX_SOCKET_PATH,
@@ -52,12 +55,15 @@ from wheel_engine.errors import DuplicateKey, EngineError, UnknownHandler
 if TYPE_CHECKING:
     from wheel_engine.engine import Engine
 
-__all__ = ["READ_TIMEOUT", "AdminServer"]
+__all__ = ["READ_TIMEOUT", "WRITE_TIMEOUT", "AdminServer"]
 
 logger = logging.getLogger(__name__)
 
 #: Seconds a client has to send its request line before the connection is dropped.
 READ_TIMEOUT: Final = 10.0
+#: Seconds a client has to read its answer before the connection is dropped; also how long
+#: ``close()`` waits for answers under way when it is given no ``grace``.
+WRITE_TIMEOUT: Final = 10.0
 #: Seconds to wait for an existing socket to accept, when telling a live one from a stale one.
 PROBE_TIMEOUT: Final = 1.0
 #: Connections the kernel queues before the server accepts them.
@@ -76,11 +82,13 @@ class AdminServer:
         *,
         max_request_bytes: int = MAX_REQUEST_BYTES,
         read_timeout: float = READ_TIMEOUT,
+        write_timeout: float = WRITE_TIMEOUT,
     ) -> None:
         self.engine = engine
         self.path = os.fspath(path)
         self.max_request_bytes = max_request_bytes
         self.read_timeout = read_timeout
+        self.write_timeout = write_timeout
         self._server: asyncio.AbstractServer | None = None
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of our socket file
         self._tasks: set[asyncio.Task[Any]] = set()  # connections being served
@@ -96,8 +104,9 @@ class AdminServer:
             raise AdminError("admin server already started")
         sock, self._identity = bind_private(self.path)
         try:
+            # backlog: start_unix_server listens again, with 100 unless told (the code's word)
             self._server = await asyncio.start_unix_server(
-                self._serve, sock=sock, limit=self.max_request_bytes
+                self._serve, sock=sock, limit=self.max_request_bytes, backlog=BACKLOG
             )
         except BaseException:
             sock.close()
@@ -105,8 +114,13 @@ class AdminServer:
             raise
         logger.info("admin socket serving on %s", self.path)
 
-    async def close(self) -> None:
-        """Stop accepting, finish the commands under way, remove the socket. Idempotent."""
+    async def close(self, grace: float | None = None) -> None:
+        """Stop accepting, finish the commands under way, remove the socket. Idempotent.
+
+        Waits at most ``grace`` seconds (None: :data:`WRITE_TIMEOUT`) for the commands under
+        way and their answers; a client that stops reading its answer, or a command still
+        running then, is cut off (its connection aborted): a client never delays the close.
+        """
         server, self._server = self._server, None
         if server is None:
             return
@@ -115,7 +129,12 @@ class AdminServer:
         for task in self._reading:  # idle or slow clients: nothing started for them
             task.cancel()
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            wait = self.write_timeout if grace is None else max(grace, 0.0)
+            _, late = await asyncio.wait(set(self._tasks), timeout=wait)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)  # each aborts its transport: no wait on the peer
         await server.wait_closed()
         logger.info("admin socket closed: %s", self.path)
 
@@ -142,6 +161,7 @@ class AdminServer:
         assert task is not None
         self._tasks.add(task)
         self._reading.add(task)
+        sent = False
         try:
             reply = await self._read_request(reader)
             if reply is None:  # the client closed without asking (a liveness probe)
@@ -150,17 +170,22 @@ class AdminServer:
                 self._reading.discard(task)
                 reply = await self._answer(reply)
             writer.write(reply)
-            await writer.drain()
+            # A client that does not read its answer must not hold this task (and close()).
+            await asyncio.wait_for(writer.drain(), self.write_timeout)
+            sent = True
         except asyncio.CancelledError:
             pass  # closing: a client that had not sent its request gets no answer
-        except (ConnectionError, OSError):
-            pass  # the client went away before its answer
+        except (ConnectionError, OSError, TimeoutError):
+            pass  # the client went away before its answer, or does not read it
         finally:
             self._tasks.discard(task)
             self._reading.discard(task)
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
+            if sent:
+                writer.close()
+                with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+                    await asyncio.wait_for(writer.wait_closed(), self.write_timeout)
+            else:  # unsent bytes would make a graceful close wait on the client: drop them
+                writer.transport.abort()
 
     async def _read_request(self, reader: asyncio.StreamReader) -> dict[str, Any] | bytes | None:
         """The request object, an error answer to send back, or None for an empty connection."""
@@ -179,7 +204,7 @@ class AdminServer:
         except ProtocolMismatch as exc:
             return error_response("malformed", str(exc))
         version = message.get("v")
-        if version != PROTOCOL_VERSION:
+        if type(version) is not int or version != PROTOCOL_VERSION:  # true is not 1
             return error_response(
                 "protocol_version",
                 f"this engine speaks admin protocol {PROTOCOL_VERSION}, the request {version!r}",
@@ -195,12 +220,18 @@ class AdminServer:
         if not isinstance(args, dict):
             return error_response("malformed", "args must be a JSON object")
         try:
-            return ok_response(await run(self.engine, args))
+            result = await run(self.engine, args)
         except Exception as exc:
             code, text = refusal(exc)
             if code == "internal":
                 logger.exception("admin command %s failed", command)
             return error_response(code, text)
+        # Done: from here on the answer must say so. A value JSON cannot carry (a NaN in a
+        # payload scheduled in-process) is sent as null rather than turned into an error.
+        try:
+            return ok_response(result)
+        except (ValueError, TypeError, RecursionError):
+            return ok_response(plain(result))
 
 
 def refusal(exc: Exception) -> tuple[str, str]:

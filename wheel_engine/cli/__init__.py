@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import importlib
 import logging
+import logging.handlers
 import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
@@ -197,20 +198,33 @@ def _command_for(args: argparse.Namespace) -> Command:
     return routed if routed is not None else _commands()[args.command]
 
 
-def _configure_logging(verbose: bool) -> Callable[[], None]:
-    """Log this package's and the journal's warnings (INFO with -v) to stderr, for this run only."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+def _configure_logging(verbose: bool) -> Callable[[bool], None]:
+    """Log this package's and the journal's warnings (INFO with -v) to stderr, for this run only.
+
+    Without -v the lines are held until the command ends, and shown only if it succeeded: an
+    error is one line, whatever the library logged on the way (a failed commit logs a WARNING,
+    then raises what the command reports). With -v they go out as they come.
+    """
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler: logging.Handler = stream
+    if not verbose:
+        handler = logging.handlers.MemoryHandler(capacity=10_000, flushLevel=logging.CRITICAL + 1)
+        handler.setTarget(stream)
     loggers = [logging.getLogger("wheel_engine"), logging.getLogger("journal")]
     saved = [(lg, lg.level) for lg in loggers]
     for lg in loggers:
         lg.addHandler(handler)
         lg.setLevel(logging.INFO if verbose else logging.WARNING)
 
-    def undo() -> None:
+    def undo(succeeded: bool) -> None:
         for lg, level in saved:
             lg.removeHandler(handler)
             lg.setLevel(level)
+        if isinstance(handler, logging.handlers.MemoryHandler):
+            if succeeded:
+                handler.flush()
+            handler.buffer.clear()
 
     return undo
 
@@ -238,10 +252,12 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Output(json_mode=bool(getattr(args, "json", False)))
     undo_logging = _configure_logging(args.verbose)
+    succeeded = False
     try:
         result = _command_for(args)(args, out)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
+        succeeded = int(result) < EXIT_USAGE  # type: ignore[arg-type]
         return int(result)  # type: ignore[arg-type]
     except CliError as exc:
         out.error(str(exc))
@@ -260,4 +276,4 @@ def main(argv: list[str] | None = None) -> int:
         out.error(f"{type(exc).__name__}: {exc} (run with --debug for the traceback)")
         return EXIT_ERROR
     finally:
-        undo_logging()
+        undo_logging(succeeded)

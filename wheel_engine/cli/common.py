@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from journal.errors import JournalCorrupt, JournalError, JournalLocked
+from journal.ownfiles import read_head
 from wheel_engine.cli.output import EXIT_ERROR, EXIT_LOCKED, CliError, fmt_time
 
 if TYPE_CHECKING:
@@ -45,11 +46,20 @@ def existing_journal(path: str) -> Path:
         raise CliError(f"{path}: is a directory, not a journal")
     if not os.access(p, os.R_OK):
         raise CliError(f"{path}: permission denied")
-    with p.open("rb") as f:
-        header = f.read(16)
+    header = _header(path)
     if header and header != b"SQLite format 3\x00":
         raise CliError(f"{path}: not a wheel-engine journal (not an SQLite database)")
     return p
+
+
+def _header(path: str) -> bytes:
+    """The file's first 16 bytes; a FIFO or a device is refused at once, never waited on."""
+    try:
+        return read_head(path, 16)
+    except JournalError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror or exc}") from None
 
 
 def file_size(path: Path) -> int:
