@@ -29,6 +29,7 @@ from psycopg import AsyncConnection
 from journal.postgres.leases import RELEASED
 from journal.postgres.rows import COLUMNS, StoredTimer, stored
 from journal.postgres.schema import NOTIFY_CHANNEL
+from journal.postgres.target import Target
 
 __all__ = ["PAGE", "ChangeFeed", "Listener"]
 
@@ -94,8 +95,8 @@ class Listener:
     when a node freed partitions (a reason to run the lease round now).
     """
 
-    def __init__(self, url: str) -> None:
-        self._url = url
+    def __init__(self, target: Target) -> None:
+        self._target = target
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.woken: set[int] = set()
@@ -131,7 +132,10 @@ class Listener:
         while True:
             try:
                 conn = await AsyncConnection.connect(
-                    self._url, autocommit=True, prepare_threshold=None
+                    self._target.url,
+                    autocommit=True,
+                    prepare_threshold=None,
+                    **self._target.kwargs(),
                 )
                 async with conn:
                     await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
@@ -139,7 +143,8 @@ class Listener:
                     async for notify in conn.notifies():
                         self._notified(notify.payload)
             except psycopg.Error as exc:
-                logger.warning("LISTEN connection failed (%s); polling meanwhile", exc)
+                text = self._target.scrub(str(exc).strip())
+                logger.warning("LISTEN connection failed (%s); polling meanwhile", text)
             await asyncio.sleep(_RECONNECT_DELAY)
 
     async def close(self) -> None:
