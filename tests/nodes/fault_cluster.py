@@ -37,9 +37,11 @@ class FaultCluster:
         self.pg_ctl = pg_ctl
         self.port = port
         self.data = root / "data"
+        # synchronous_commit stays on: a commit acknowledged must survive ``-m immediate``
+        # (its WAL reaches the OS before the answer; fsync=off only risks an OS crash).
         self.options = (
             f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-            " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            " -c full_page_writes=off -c max_connections=200"
         )
 
     def url(self, dbname: str) -> str:
