@@ -15,7 +15,8 @@ Handlers (payload ``{"hold": seconds}``, optional):
   cancelled (a cancel from another node reached it);
 - ``"flaky"`` logs the firing, holds, then fails its first attempt (retried 0.2 s later).
 
-``{"op": "stats"}`` -> ``{"stats": engine.stats()["node_faults"]}``.
+``{"op": "stats"}`` -> ``{"stats": engine.stats()["node_faults"]}``. A command the journal
+refuses (the database unreachable) answers ``{"error": "StoreUnavailable: ..."}``.
 
 Each log line is JSON, written and flushed when the handler starts: key, version, attempt,
 node, wall time, due, and the epoch the attempt was claimed under. SIGTERM or the end of stdin
@@ -31,6 +32,7 @@ import sys
 import time
 from typing import IO, Any
 
+from journal.errors import JournalError
 from wheel_engine import Engine, Firing, RetryPolicy
 
 #: Seconds ``close()`` waits for running handlers when the test stops the node.
@@ -106,7 +108,10 @@ async def serve(engine: Engine, stop: asyncio.Event) -> None:
             reading.cancel()
             stopping.cancel()
             return
-        reply = await answer(engine, json.loads(text))
+        try:
+            reply = await answer(engine, json.loads(text))
+        except JournalError as exc:  # the database unreachable: the caller sees it, goes on
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
 
