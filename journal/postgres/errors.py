@@ -15,6 +15,10 @@ from journal.errors import JournalError
 
 __all__ = ["LiveKeyConflict", "StoreUnavailable", "describe", "translated"]
 
+#: SQLSTATE classes worth a retry: connection exception, operator intervention (shutdown,
+#: starting up), insufficient resources, transaction rollback (serialization, deadlock).
+_TRANSIENT_CLASSES = frozenset({"08", "57", "53", "40"})
+
 
 class StoreUnavailable(JournalError):
     """The database could not be reached or the statement failed; nothing of it was committed
@@ -24,6 +28,14 @@ class StoreUnavailable(JournalError):
     the server's error code, if any."""
 
     sqlstate: str | None = None
+
+    @property
+    def transient(self) -> bool:
+        """The server could not be reached, or refused for now (the connection failed or was
+        lost, the server is shutting down or starting, too many connections, a serialization
+        failure): trying the same statement again later may succeed. False for an error the
+        statement itself caused (bad data), which would fail the same way again."""
+        return self.sqlstate is None or self.sqlstate[:2] in _TRANSIENT_CLASSES
 
 
 class LiveKeyConflict(JournalError):

@@ -29,7 +29,7 @@ from typing import Final
 
 from journal import Ack, Cancel, Dead, Record, Retry
 from journal.errors import JournalError
-from journal.postgres import Outcome, PostgresStore
+from journal.postgres import Outcome, PostgresStore, StoreUnavailable
 from journal.state import CANCELED, DEAD, PENDING, SUCCEEDED
 from wheel_engine.nodes.adopting import Adopter
 from wheel_engine.timers import TimerTable
@@ -130,7 +130,11 @@ class Outbox:
                 accepted = await self._store.finish(outcomes)
             except JournalError as exc:
                 self._failed()
-                again = self._keep_trying(claimed, outcomes, exc)
+                if isinstance(exc, StoreUnavailable) and exc.transient:
+                    again = self._keep_trying(claimed, outcomes, exc)
+                else:  # it would fail again (or the store is closed): it must not hold back
+                    # the outcomes behind it; the row is reconciled after (runs again)
+                    self._give_up(claimed, outcomes, exc)
             else:
                 self._written(outcomes, accepted)
         if orphans:
@@ -162,6 +166,17 @@ class Outbox:
             len(again),
         )
         return again
+
+    def _give_up(self, records: list[Record], outcomes: list[Outcome], exc: JournalError) -> None:
+        for outcome in outcomes:
+            self._settle(outcome)
+        self.abandoned += len(outcomes)
+        logger.error(
+            "could not write %d outcome(s) (timer %s, ...), not retried: %s",
+            len(records),
+            records[0].key,
+            exc,
+        )
 
     def _written(self, outcomes: list[Outcome], accepted: set[str]) -> None:
         refused = 0

@@ -59,7 +59,7 @@ UNUSABLE_RETRY: Final = 0.2
 class NodeClaims:
     """One attempt statement's answer (see :class:`~wheel_engine.storage.Claims`)."""
 
-    __slots__ = ("_early", "_fenced", "_result", "_sent", "_sink", "_unsent")
+    __slots__ = ("_early", "_fenced", "_result", "_sent", "_sink", "_unsent", "_usable_at")
 
     def __init__(
         self, sink: NodeSink, result: AttemptResult, unsent: set[str], sent: list[str]
@@ -71,6 +71,7 @@ class NodeClaims:
         self._unsent = unsent  # not asked: their lease was too near its end to fire
         self._sent = set(sent)  # asked: in flight until kept or dropped here
         self._fenced = 0
+        self._usable_at: dict[int, bool] = {}  # partition -> its claim's lease usable now
 
     def keep(self, timer: Timer) -> bool:
         sink = self._sink
@@ -81,7 +82,7 @@ class NodeClaims:
         claimed = self._result.get((key, timer.version))
         partition = sink.store.partition_of(key)
         if claimed is not None:
-            if sink.store.leases.usable_at(partition, claimed.epoch):
+            if self._usable(partition, claimed.epoch):
                 timer.attempts = claimed.attempt  # the database counts across nodes and crashes
                 timer.first_attempt_at = claimed.first_attempt_at
                 sink.epochs[key] = (timer.version, claimed.epoch, claimed.attempt)
@@ -116,6 +117,16 @@ class NodeClaims:
         else:
             sink.dropped["partition no longer held"] += 1
         return False
+
+    def _usable(self, partition: int, epoch: int) -> bool:
+        """``Leases.usable_at``, asked once per partition: the starter asks about a whole
+        group in one synchronous step, so the answer holds for all of it."""
+        usable = self._usable_at.get(partition)
+        if usable is None:
+            usable = self._usable_at[partition] = self._sink.store.leases.usable_at(
+                partition, epoch
+            )
+        return usable
 
 
 def _uncharge(timer: Timer) -> None:
