@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-from pg_cluster import _as_postgres, _binary, _free_port, unavailable
+from pg_cluster import Cluster, _as_postgres, _binary, _free_port, unavailable
 
 #: A password holding a space, ``%``, ``@``, ``:``, ``/`` and non-ASCII: libpq quotes such
 #: things back in its messages when they are put raw in a URL.
@@ -29,23 +29,17 @@ ODD_ROLE = "odd"
 _TIMEOUT = 60
 
 
-class FaultCluster:
+class FaultCluster(Cluster):
     """A running cluster of its own; :meth:`url` reaches a database as the trusted superuser."""
 
     def __init__(self, root: Path, pg_ctl: str, port: int) -> None:
-        self.root = root
-        self.pg_ctl = pg_ctl
-        self.port = port
-        self.data = root / "data"
+        super().__init__(root, pg_ctl, port)
         # synchronous_commit stays on: a commit acknowledged must survive ``-m immediate``
         # (its WAL reaches the OS before the answer; fsync=off only risks an OS crash).
         self.options = (
             f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
             " -c full_page_writes=off -c max_connections=200"
         )
-
-    def url(self, dbname: str) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
 
     def _ctl(self, *args: str) -> None:
         argv = _as_postgres([self.pg_ctl, "-D", str(self.data), *args])
@@ -56,7 +50,7 @@ class FaultCluster:
         log = str(self.root / "log")
         self._ctl("-l", log, "-o", self.options, "-w", "-t", str(_TIMEOUT), "start")
 
-    def stop(self, mode: str = "fast") -> None:
+    def stop(self, mode: str = "fast") -> None:  # type: ignore[override]
         self._ctl("-m", mode, "-w", "-t", str(_TIMEOUT), "stop")
 
     def outage(self, seconds: float, mode: str = "fast") -> float:
@@ -88,7 +82,7 @@ def start_fault_cluster() -> FaultCluster:
     # Password authentication for the odd role over TCP, before the trust lines match it.
     hba.write_text(f"host all {ODD_ROLE} 127.0.0.1/32 scram-sha-256\n{rules}")
     cluster.start()
-    with psycopg.connect(cluster.url("postgres"), autocommit=True) as admin:
+    with psycopg.connect(cluster.admin_url, autocommit=True) as admin:
         admin.execute(
             psycopg.sql.SQL("CREATE ROLE {} LOGIN SUPERUSER PASSWORD {}").format(
                 psycopg.sql.Identifier(ODD_ROLE), psycopg.sql.Literal(ODD_PASSWORD)
@@ -109,7 +103,7 @@ def fault_cluster() -> Iterator[FaultCluster]:
 
 
 def fresh_database(cluster: FaultCluster, name: str) -> str:
-    with psycopg.connect(cluster.url("postgres"), autocommit=True) as admin:
+    with psycopg.connect(cluster.admin_url, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {name}")
     return cluster.url(name)

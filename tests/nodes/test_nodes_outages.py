@@ -16,13 +16,22 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fault_cluster import FaultCluster, fault_cluster, fresh_database
 from node_support import db_now, sql
-from process_support import firings, rows, shared_by, start_nodes, stop_nodes, wait_for
+from process_support import (
+    NodeProcess,
+    firings,
+    rows,
+    shared_by,
+    start_nodes,
+    stop_nodes,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -42,35 +51,51 @@ def url(cluster: FaultCluster) -> str:
     return fresh_database(cluster, f"outage_{next(_names)}")
 
 
-def schedule(node: object, requests: list[dict[str, object]]) -> dict[str, int]:
-    committed: dict[str, int] = node.schedule(requests)  # type: ignore[attr-defined]
-    assert len(committed) == len(requests)
+def two_nodes(url: str, lease: float, tmp_path: Path) -> list[NodeProcess]:
+    """Nodes a and b, once they share the partitions."""
+    nodes = start_nodes(url, ["a", "b"], lease, tmp_path)
+    try:
+        wait_for("two nodes sharing", lambda: shared_by(url, ["a", "b"]))
+    except BaseException:
+        stop_nodes(nodes)
+        raise
+    return nodes
+
+
+def schedule_on_each(
+    nodes: list[NodeProcess], requests_of: Callable[[int], list[dict[str, Any]]]
+) -> dict[str, int]:
+    """Node ``n`` schedules ``requests_of(n)``; key -> committed version, for all of them."""
+    committed: dict[str, int] = {}
+    for n, node in enumerate(nodes):
+        requests = requests_of(n)
+        scheduled = node.schedule(requests)
+        assert len(scheduled) == len(requests)
+        committed |= scheduled
     return committed
 
 
-def check_all_fired(committed: dict[str, int], fired: list[dict[str, object]]) -> None:
+def check_all_fired(committed: dict[str, int], fired: list[dict[str, Any]]) -> None:
     ran = Counter((f["key"], f["version"]) for f in fired)
     missing = [k for k, v in committed.items() if not ran[k, v]]
     assert not missing, f"{len(missing)} committed timers never fired: {missing[:5]}"
-    assert all(f["at"] >= f["due"] for f in fired), "a handler started before its due"  # type: ignore[operator]
+    assert all(f["at"] >= f["due"] for f in fired), "a handler started before its due"
 
 
 def test_a_restart_longer_than_the_lease_loses_no_committed_timer(
     cluster: FaultCluster, url: str, tmp_path: Path
 ) -> None:
     lease, count, spread = 2.0, 240, 6.0
-    names = ["a", "b"]
-    nodes = start_nodes(url, names, lease, tmp_path)
+    nodes = two_nodes(url, lease, tmp_path)
     try:
-        wait_for("two nodes sharing", lambda: shared_by(url, names))
         start = db_now(url) + 0.5
-        committed: dict[str, int] = {}
-        for n, node in enumerate(nodes):
-            requests = [
+        committed = schedule_on_each(
+            nodes,
+            lambda n: [
                 {"handler": "h", "key": f"t{i}", "at": start + spread * i / count}
                 for i in range(n, count, len(nodes))
-            ]
-            committed |= schedule(node, requests)
+            ],
+        )
         time.sleep(max(0.0, start + 1.0 - time.time()))
         down = cluster.outage(lease + 1.5, "fast")
         assert down > lease
@@ -86,20 +111,18 @@ def test_outcomes_lost_in_a_restart_are_written_after_it(
     cluster: FaultCluster, url: str, tmp_path: Path
 ) -> None:
     lease, hold = 10.0, 1.2
-    names = ["a", "b"]
-    nodes = start_nodes(url, names, lease, tmp_path)
+    nodes = two_nodes(url, lease, tmp_path)
     try:
-        wait_for("two nodes sharing", lambda: shared_by(url, names))
         at = db_now(url) + 0.8
-        committed: dict[str, int] = {}
-        for n, node in enumerate(nodes):
-            requests = [
+        committed = schedule_on_each(
+            nodes,
+            lambda n: [
                 {"handler": handler, "key": f"{handler}-{n}-{i}", "at": at + i * 0.05}
                 | {"payload": {"hold": hold}}
                 for handler in ("h", "flaky")
                 for i in range(12)
-            ]
-            committed |= schedule(node, requests)
+            ],
+        )
         running = f"SELECT count(*) FROM wheel_timers WHERE state = {RUNNING}"
         wait_for("the handlers to run", lambda: sql(url, running)[0][0] >= len(committed), 10)
         # Down while they run: they return, and the flaky ones fail, during the outage.
