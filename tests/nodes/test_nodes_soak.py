@@ -224,6 +224,15 @@ def check(url: str, load: Load, faults: list[Fault], fired: list[dict[str, Any]]
     kinds = Counter(fault.kind for fault in faults)
     late = sorted(f["at"] - f["due"] for f in fired if f["attempt"] == 1)
     p99, worst = late[int(len(late) * 0.99)], late[-1]
+    worst_by_kind: dict[str, float] = {}
+    for fault in faults:  # the timers due while it lasted, or within a second after it
+        hit = [f["at"] - f["due"] for f in fired if fault.began <= f["due"] <= fault.ended + 1]
+        if hit:
+            worst_by_kind[fault.kind] = max(worst_by_kind.get(fault.kind, 0.0), *hit)
+    print(
+        f"\nworst lateness of timers due during a fault (or within 1 s after it), by kind:"
+        f" { {k: round(v, 2) for k, v in worst_by_kind.items()} }"
+    )
     print(
         f"\nsoak: {len(faults)} faults {dict(kinds)}; {len(load.committed)} timers committed,"
         f" {len(load.cancelled)} cancelled, {load.refused} calls refused during outages;"
