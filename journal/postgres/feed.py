@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import psycopg
@@ -101,6 +101,9 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self.woken: set[int] = set()
         self.released = False
+        #: Called when the connection is back after it was lost (the server is reachable
+        #: again): the store renews its pool then (see ``PostgresStore``).
+        self.reconnected: Callable[[], None] | None = None
 
     def start(self) -> None:
         if self._task is None:
@@ -129,6 +132,7 @@ class Listener:
         self._event.set()
 
     async def _run(self) -> None:
+        listened = False  # a connection listened before: the next one is a reconnection
         while True:
             try:
                 conn = await AsyncConnection.connect(
@@ -140,6 +144,11 @@ class Listener:
                 async with conn:
                     await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     self._event.set()  # anything sent while not listening: look now
+                    if listened:  # back after an outage: a lease round now, on a new pool
+                        self.released = True
+                        if self.reconnected is not None:
+                            self.reconnected()
+                    listened = True
                     async for notify in conn.notifies():
                         self._notified(notify.payload)
             except psycopg.Error as exc:

@@ -19,12 +19,14 @@ it from the event loop that opened it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
 import math
 import os
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final
 
 import psycopg
@@ -52,6 +54,8 @@ DEFAULT_POOL_SIZE: Final = 4
 #: Seconds to wait for the first connection at open, and for a free one later, unless the
 #: caller says otherwise (``Engine(connect_timeout=...)``).
 CONNECT_TIMEOUT: Final = 10.0
+#: Seconds a replaced pool waits for its connections in use before it closes them.
+_OLD_POOL_WAIT: Final = 5.0
 #: Options for every connection: autocommit (each statement its own transaction unless a
 #: ``transaction()`` block says otherwise) and no server-side prepared statements.
 CONNECTION_KWARGS: Final[dict[str, Any]] = {"autocommit": True, "prepare_threshold": None}
@@ -82,6 +86,9 @@ class PostgresStore(Requests):
         self._target = target
         self._pool = pool
         self._closed = False
+        #: Makes a pool like the first (set by :meth:`open`), and the renewal under way.
+        self._renewing: Callable[[], AsyncConnectionPool] | None = None
+        self._renewal: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -115,15 +122,7 @@ class PostgresStore(Requests):
         async with first:
             with translated(where, "creating or checking the schema", scrub):
                 leases.partitions = await migrate(first, partitions)
-        pool = AsyncConnectionPool(
-            target.url,
-            min_size=1,
-            max_size=pool_size,
-            kwargs=kwargs,
-            timeout=connect_timeout,
-            open=False,
-            name=f"wheel-engine {leases.node}",
-        )
+        pool = _pool(target, leases.node, pool_size, connect_timeout)
         try:
             with translated(where, "connecting", scrub):
                 await pool.open(wait=True, timeout=connect_timeout)
@@ -131,7 +130,9 @@ class PostgresStore(Requests):
             await pool.close()
             raise
         store = cls(target, pool, leases, loaded)
+        store._renewing = functools.partial(_pool, target, leases.node, pool_size, connect_timeout)
         if listen:
+            store.listener.reconnected = store._renew_pool
             store.listener.start()
         logger.info(
             "PostgreSQL journal open as node %s, %d partitions: %s",
@@ -303,6 +304,29 @@ class PostgresStore(Requests):
             raise JournalError(f"PostgreSQL journal is closed: {self.where}")
         return _checkout(self._pool, self._target, doing)
 
+    # -- after an outage --------------------------------------------------------------------
+
+    def _renew_pool(self) -> None:
+        """The server is back after an outage (the LISTEN connection reconnected): open a new
+        pool at once rather than wait for the old one's reconnection backoff (psycopg_pool
+        tries again after 1, 2, 4, 8... seconds, so it can stay empty as long again as the
+        outage lasted). Calls waiting on the old pool fail and are retried; its connections in
+        use are closed when they are returned."""
+        if self._closed or self._renewing is None or self._renewal is not None:
+            return
+        old, self._pool = self._pool, self._renewing()
+        logger.info("node %s: the database is back, connecting afresh", self.node)
+        self._renewal = asyncio.get_running_loop().create_task(self._swap(old, self._pool))
+
+    async def _swap(self, old: AsyncConnectionPool, new: AsyncConnectionPool) -> None:
+        try:
+            await new.open(wait=False)
+            await old.close(timeout=_OLD_POOL_WAIT)
+        except Exception:  # never raised to anyone: the next statement says what is wrong
+            logger.warning("renewing the connection pool failed", exc_info=True)
+        finally:
+            self._renewal = None
+
     # -- closing -------------------------------------------------------------------------------
 
     @property
@@ -322,6 +346,8 @@ class PostgresStore(Requests):
         finally:
             self._closed = True
             await self.listener.close()
+            if self._renewal is not None:
+                await asyncio.gather(self._renewal, return_exceptions=True)
             await self._pool.close()
 
     async def __aenter__(self) -> PostgresStore:
@@ -333,6 +359,19 @@ class PostgresStore(Requests):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<PostgresStore {self.where} node={self.node!r} {state}>"
+
+
+def _pool(target: Target, node: str, size: int, timeout: float) -> AsyncConnectionPool:
+    """A pool of up to ``size`` connections to ``target``, not open yet."""
+    return AsyncConnectionPool(
+        target.url,
+        min_size=1,
+        max_size=size,
+        kwargs={**CONNECTION_KWARGS, **target.kwargs()},
+        timeout=timeout,
+        open=False,
+        name=f"wheel-engine {node}",
+    )
 
 
 @contextlib.asynccontextmanager
