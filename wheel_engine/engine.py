@@ -67,7 +67,8 @@ class Engine:
     engine runs (:mod:`wheel_engine.admin`); it needs a journal path.
 
     A ``postgresql://`` URL shares the journal with other engines (``docs/guide/several-nodes.md``):
-    ``node`` names this one (default: host name and pid); ``lease``, ``horizon`` in seconds.
+    ``node`` names this one (default: host name and pid); ``lease``, ``horizon`` in seconds;
+    ``connect_timeout``: seconds to wait for a database connection (default 10).
     """
 
     def __init__(
@@ -90,8 +91,9 @@ class Engine:
         node: str | None = None,
         lease: float | None = None,
         horizon: float | None = None,
+        connect_timeout: float | None = None,
     ) -> None:
-        check_node_options(path, node, lease, horizon, admin)
+        check_node_options(path, node, lease, horizon, admin, connect_timeout=connect_timeout)
         check_engine_options(
             tick, durability, max_concurrency, retention, max_retained, max_error_bytes, admin, path
         )
@@ -115,7 +117,9 @@ class Engine:
         self._table = TimerTable(
             self._handlers, tick=self.tick, retention=self.retention, max_retained=max_retained
         )
-        self._node = node_for(path, node, lease, horizon, (self.retention, max_retained))
+        self._node = node_for(
+            path, node, lease, horizon, (self.retention, max_retained), connect_timeout
+        )
         # On PostgreSQL the database decides on_conflict="error", not this node's memory.
         live = self._table.timers if self._node is None else {}
         self._check = RequestChecker(self._handlers, live, max_payload_bytes)

@@ -16,11 +16,12 @@ import psycopg
 from journal.errors import JournalError
 from journal.postgres import inspection, reads, writes
 from journal.postgres.checking import CheckReport, check_sync
-from journal.postgres.errors import describe, translated
+from journal.postgres.errors import translated
 from journal.postgres.inspection import DueEdges, NodeRow, PartitionRow
 from journal.postgres.reads import Summary
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import read_partitions_sync
+from journal.postgres.target import Target
 from journal.postgres.writes import CancelOutcome, Requests, Scheduled, ScheduleRequest
 from journal.state import TimerState
 
@@ -33,9 +34,9 @@ CONNECT_TIMEOUT = 10
 class PostgresClient(Requests):
     """An open client. Create with :meth:`connect`; close with :meth:`close`."""
 
-    def __init__(self, url: str, conn: psycopg.Connection[Any], partitions: int) -> None:
-        self.url = url
-        self.where = describe(url)
+    def __init__(self, target: Target, conn: psycopg.Connection[Any], partitions: int) -> None:
+        self.url = target.url  #: without its password (see ``journal.postgres.target``)
+        self.where = target.where
         self._partitions = partitions
         self._conn = conn
 
@@ -46,18 +47,23 @@ class PostgresClient(Requests):
     @classmethod
     def connect(cls, url: str) -> PostgresClient:
         """Connect and check the journal's schema. Raises :class:`JournalError`."""
-        where = describe(url)
-        with translated(where, "connecting"):
+        target = Target(url)
+        where = target.where
+        with translated(where, "connecting", target.scrub):
             conn = psycopg.connect(
-                url, autocommit=True, prepare_threshold=None, connect_timeout=CONNECT_TIMEOUT
+                target.url,
+                autocommit=True,
+                prepare_threshold=None,
+                connect_timeout=CONNECT_TIMEOUT,
+                **target.kwargs(),
             )
         try:
-            with translated(where, "reading the schema"):
+            with translated(where, "reading the schema", target.scrub):
                 partitions = read_partitions_sync(conn)
         except JournalError as exc:
             conn.close()
             raise JournalError(f"{exc}: {where}") from exc
-        return cls(url, conn, partitions)
+        return cls(target, conn, partitions)
 
     def lookup(self, key: str) -> StoredTimer | None:
         with translated(self.where, "reading a timer"):

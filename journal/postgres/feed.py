@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import psycopg
@@ -29,6 +29,7 @@ from psycopg import AsyncConnection
 from journal.postgres.leases import RELEASED
 from journal.postgres.rows import COLUMNS, StoredTimer, stored
 from journal.postgres.schema import NOTIFY_CHANNEL
+from journal.postgres.target import Target
 
 __all__ = ["PAGE", "ChangeFeed", "Listener"]
 
@@ -94,12 +95,15 @@ class Listener:
     when a node freed partitions (a reason to run the lease round now).
     """
 
-    def __init__(self, url: str) -> None:
-        self._url = url
+    def __init__(self, target: Target) -> None:
+        self._target = target
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.woken: set[int] = set()
         self.released = False
+        #: Called when the connection is back after it was lost (the server is reachable
+        #: again): the store renews its pool then (see ``PostgresStore``).
+        self.reconnected: Callable[[], None] | None = None
 
     def start(self) -> None:
         if self._task is None:
@@ -128,18 +132,28 @@ class Listener:
         self._event.set()
 
     async def _run(self) -> None:
+        listened = False  # a connection listened before: the next one is a reconnection
         while True:
             try:
                 conn = await AsyncConnection.connect(
-                    self._url, autocommit=True, prepare_threshold=None
+                    self._target.url,
+                    autocommit=True,
+                    prepare_threshold=None,
+                    **self._target.kwargs(),
                 )
                 async with conn:
                     await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     self._event.set()  # anything sent while not listening: look now
+                    if listened:  # back after an outage: a lease round now, on a new pool
+                        self.released = True
+                        if self.reconnected is not None:
+                            self.reconnected()
+                    listened = True
                     async for notify in conn.notifies():
                         self._notified(notify.payload)
             except psycopg.Error as exc:
-                logger.warning("LISTEN connection failed (%s); polling meanwhile", exc)
+                text = self._target.scrub(str(exc).strip())
+                logger.warning("LISTEN connection failed (%s); polling meanwhile", text)
             await asyncio.sleep(_RECONNECT_DELAY)
 
     async def close(self) -> None:

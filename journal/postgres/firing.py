@@ -24,11 +24,21 @@ from typing import Any, Final, NamedTuple
 
 from psycopg import AsyncConnection
 
-from journal.postgres.rows import arrays
+from journal.postgres.rows import COLUMNS, StoredTimer, arrays, stored
 from journal.postgres.schema import DB_NOW
 from journal.state import CANCELED, DEAD, PENDING, STATE_CODE, SUCCEEDED, TimerState
 
-__all__ = ["AttemptResult", "Claimed", "Outcome", "attempt", "finish", "give_up", "unclaim"]
+__all__ = [
+    "AttemptResult",
+    "Claimed",
+    "Outcome",
+    "attempt",
+    "finish",
+    "give_up",
+    "requeue",
+    "running_at",
+    "unclaim",
+]
 
 _ATTEMPT: Final = (
     "WITH req AS (SELECT * FROM unnest(%(keys)s::text[], %(versions)s::bigint[],"
@@ -56,9 +66,10 @@ _FINISH: Final = (
     " last_error = coalesce(o.error, t.last_error), cancel_requested = false,"
     f" finished_at = CASE WHEN o.state IN (2, 3) THEN {DB_NOW} END"
     " FROM unnest(%(keys)s::text[], %(versions)s::bigint[], %(epochs)s::bigint[],"
-    "   %(states)s::smallint[], %(errors)s::text[], %(dues)s::float8[])"
-    "   AS o(key, version, epoch, state, error, due)"
+    "   %(states)s::smallint[], %(errors)s::text[], %(dues)s::float8[], %(attempts)s::int[])"
+    "   AS o(key, version, epoch, state, error, due, attempt)"
     " WHERE t.key = o.key AND t.version = o.version AND t.state = 1 AND t.run_epoch = o.epoch"
+    " AND (o.attempt IS NULL OR t.attempts = o.attempt)"
     " RETURNING t.key"
 )
 _GIVE_UP: Final = (
@@ -78,6 +89,23 @@ _UNCLAIM: Final = (
     " WHERE t.key = o.key AND t.version = o.version AND t.state = 1 AND t.run_epoch = o.epoch"
     " AND NOT t.cancel_requested"
     " RETURNING t.key"
+)
+_RUNNING_AT: Final = (
+    "SELECT t.key, t.version, t.attempts FROM wheel_timers t"
+    " JOIN unnest(%(parts)s::int[], %(epochs)s::bigint[]) AS g(partition, epoch)"
+    "   ON t.partition = g.partition AND t.run_epoch = g.epoch"
+    " WHERE t.state = 1"
+)
+# Like the takeover's reset (``leases._RESET``), for rows this node claimed under the epoch it
+# still holds; the attempts count guards against a claim made after the rows were read.
+_REQUEUE: Final = (
+    "UPDATE wheel_timers t SET state = CASE WHEN t.cancel_requested THEN 3 ELSE 0 END,"
+    f" finished_at = CASE WHEN t.cancel_requested THEN {DB_NOW} END, cancel_requested = false"
+    " FROM unnest(%(keys)s::text[], %(versions)s::bigint[], %(epochs)s::bigint[],"
+    "   %(attempts)s::int[]) AS o(key, version, epoch, attempts)"
+    " WHERE t.key = o.key AND t.version = o.version AND t.state = 1 AND t.run_epoch = o.epoch"
+    " AND t.attempts = o.attempts"
+    f" RETURNING {COLUMNS}"
 )
 #: The states an outcome may set, and whether it needs a new due time.
 _OUTCOME_STATES: Final = {SUCCEEDED: False, CANCELED: False, DEAD: False, PENDING: True}
@@ -113,6 +141,9 @@ class Outcome(NamedTuple):
     state: TimerState  #: SUCCEEDED, CANCELED, DEAD or PENDING
     error: str | None = None  #: the failure (retry, DEAD); None keeps the last one
     due: float | None = None  #: the retry's due time (PENDING only)
+    #: :attr:`Claimed.attempt`, if known: the outcome of an earlier attempt (one written
+    #: again after a lost reply) never ends a later one claimed under the same epoch.
+    attempt: int | None = None
 
 
 async def attempt(
@@ -156,8 +187,11 @@ async def finish(conn: AsyncConnection[Any], outcomes: Sequence[Outcome]) -> set
         _check(outcome)
     if not outcomes:
         return set()
-    rows = [(o.key, o.version, o.epoch, STATE_CODE[o.state], o.error, o.due) for o in outcomes]
-    params = arrays(rows, ("keys", "versions", "epochs", "states", "errors", "dues"))
+    rows = [
+        (o.key, o.version, o.epoch, STATE_CODE[o.state], o.error, o.due, o.attempt)
+        for o in outcomes
+    ]
+    params = arrays(rows, ("keys", "versions", "epochs", "states", "errors", "dues", "attempts"))
     cur = await conn.execute(_FINISH, params)
     return {key for (key,) in await cur.fetchall()}
 
@@ -193,3 +227,28 @@ async def unclaim(conn: AsyncConnection[Any], claims: Sequence[tuple[str, int, i
     params = arrays(claims, ("keys", "versions", "epochs"))
     cur = await conn.execute(_UNCLAIM, params)
     return {key for (key,) in await cur.fetchall()}
+
+
+async def running_at(
+    conn: AsyncConnection[Any], held: Sequence[tuple[int, int]]
+) -> list[tuple[str, int, int]]:
+    """``(key, version, attempts)`` of the rows RUNNING under the ``(partition, epoch)`` pairs
+    ``held``: what this node claimed there and has not finished (see :func:`requeue`)."""
+    if not held:
+        return []
+    cur = await conn.execute(_RUNNING_AT, arrays(held, ("parts", "epochs")))
+    return [(key, version, attempts) for key, version, attempts in await cur.fetchall()]
+
+
+async def requeue(
+    conn: AsyncConnection[Any], claims: Sequence[tuple[str, int, int, int]]
+) -> list[StoredTimer]:
+    """``(key, version, epoch, attempts)`` rows RUNNING under this node's current epoch whose
+    handler no longer runs here (its outcome was lost in an outage): PENDING again with their
+    attempts kept (CANCELED if a cancel was requested), as a takeover would. Fenced by epoch
+    and attempts; returns the rows changed."""
+    if not claims:
+        return []
+    params = arrays(claims, ("keys", "versions", "epochs", "attempts"))
+    cur = await conn.execute(_REQUEUE, params)
+    return [stored(row) for row in await cur.fetchall()]

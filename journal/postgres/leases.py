@@ -59,10 +59,14 @@ _HEARTBEAT: Final = (
     "  AND node <> %(node)s) + 1"
 )
 _FORGET: Final = f"DELETE FROM wheel_nodes WHERE alive_until < {DB_NOW} - %(age)s"
+# Only a lease that has not lapsed is renewed: a lapsed one is lost even if nobody took it
+# meanwhile, and is taken again under a new epoch (with its reset and a reload), since rows
+# this node claimed before the lapse may have been left RUNNING or unread (issue 21).
 _RENEW: Final = (
     f"UPDATE wheel_partitions p SET lease_until = {DB_NOW} + %(lease)s"
     " FROM unnest(%(parts)s::int[], %(epochs)s::bigint[]) AS o(partition, epoch)"
     " WHERE p.partition = o.partition AND p.epoch = o.epoch AND p.owner = %(node)s"
+    f" AND p.lease_until > {DB_NOW}"
     f" RETURNING p.partition, p.lease_until - {DB_NOW}"
 )
 _TAKE: Final = (
@@ -100,6 +104,9 @@ class Lease:
     partition: int
     epoch: int  #: the fencing token: attempts record it, outcomes must match it
     deadline: float  #: local monotonic time after which this node must not start attempts
+    #: Local monotonic time by which the lease has lapsed in the database for certain
+    #: (measured from *after* the renewal's reply), unless renewed again meanwhile.
+    lapsed_by: float = math.inf
 
 
 @dataclass(slots=True)
@@ -145,6 +152,20 @@ class Leases:
         lease = self.owned.get(partition)
         return lease is not None and self._monotonic() < lease.deadline
 
+    def usable_at(self, partition: int, epoch: int) -> bool:
+        """True while this node may start what it claimed in ``partition`` under ``epoch``:
+        the lease it holds now is that epoch's and :meth:`usable`. A claim whose reply comes
+        after the lease's deadline (the node was paused, the reply was slow) is never run."""
+        lease = self.owned.get(partition)
+        return lease is not None and lease.epoch == epoch and self._monotonic() < lease.deadline
+
+    def lapsed(self, partition: int, epoch: int) -> bool:
+        """True once ``epoch`` of ``partition`` is over for good: this node holds another
+        epoch or none, or the lease has lapsed in the database by now (it is never renewed
+        after that, so whoever takes the partition next returns its RUNNING rows)."""
+        lease = self.owned.get(partition)
+        return lease is None or lease.epoch != epoch or self._monotonic() >= lease.lapsed_by
+
     def epoch_of(self, partition: int) -> int | None:
         """The epoch this node holds ``partition`` at, while :meth:`usable`; else None."""
         lease = self.owned.get(partition)
@@ -171,6 +192,11 @@ class Leases:
 
     def _deadline(self, sent: float, remaining: float) -> float:
         return sent + remaining - self.lease * SAFETY_FRACTION
+
+    def _lapsed_by(self, remaining: float) -> float:
+        # The statement ran before now: the database's expiry is no later than now + remaining
+        # (plus a margin for clock-rate drift).
+        return self._monotonic() + remaining + self.lease * SAFETY_FRACTION
 
     async def maintain(self, conn: AsyncConnection[Any]) -> LeaseChange:
         """Heartbeat, renew every held lease, then take free partitions up to the fair share.
@@ -203,7 +229,9 @@ class Leases:
                 del self.owned[partition]
                 change.lost.append(partition)
             else:
-                self.owned[partition].deadline = self._deadline(sent, remaining)
+                lease = self.owned[partition]
+                lease.deadline = self._deadline(sent, remaining)
+                lease.lapsed_by = self._lapsed_by(remaining)
 
     async def _take(self, conn: AsyncConnection[Any], want: int, change: LeaseChange) -> None:
         sent = self._monotonic()
@@ -220,7 +248,8 @@ class Leases:
             cur = await conn.execute(_RESET, {"parts": parts, "epochs": epochs})
             change.reset = max(0, cur.rowcount)
         for partition, epoch, remaining in taken:
-            self.owned[partition] = Lease(partition, epoch, self._deadline(sent, remaining))
+            deadline, lapsed_by = self._deadline(sent, remaining), self._lapsed_by(remaining)
+            self.owned[partition] = Lease(partition, epoch, deadline, lapsed_by)
             change.gained[partition] = epoch
 
     async def release(
@@ -231,10 +260,22 @@ class Leases:
         Call it once their running handlers have ended: rows still RUNNING there are run again
         by the next owner. Other nodes are told by NOTIFY. Returns the partitions released.
         """
+        return await self.release_detached(conn, self.detach(partitions))
+
+    def detach(self, partitions: Iterable[int] | None = None) -> dict[str, Any]:
+        """Stop holding ``partitions`` (default: all) in this node's memory at once, before
+        any await, so that no attempt starts there while the release is on its way; the
+        result is what :meth:`release_detached` sends."""
         chosen = list(self.owned) if partitions is None else list(partitions)
         params = self._pairs(chosen)
         for partition in params["parts"]:
             del self.owned[partition]
+        return params
+
+    async def release_detached(
+        self, conn: AsyncConnection[Any], params: dict[str, Any]
+    ) -> list[int]:
+        """The release statement of what :meth:`detach` gave up (see :meth:`release`)."""
         if not params["parts"]:
             return []
         async with conn.transaction():

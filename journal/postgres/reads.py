@@ -15,9 +15,18 @@ from journal.postgres.rows import COLUMNS, StoredTimer, stored
 from journal.postgres.schema import DB_NOW
 from journal.state import STATE_CODE, STATES, TimerState
 
-__all__ = ["Summary", "listing_sync", "lookup", "lookup_sync", "summary", "summary_sync"]
+__all__ = [
+    "Summary",
+    "listing_sync",
+    "lookup",
+    "lookup_many",
+    "lookup_sync",
+    "summary",
+    "summary_sync",
+]
 
 _LOOKUP: Final = f"SELECT {COLUMNS} FROM wheel_timers t WHERE t.key = %s"
+_LOOKUP_MANY: Final = f"SELECT {COLUMNS} FROM wheel_timers t WHERE t.key = ANY(%s::text[])"
 _LIST: Final = (
     f"SELECT {COLUMNS} FROM wheel_timers t"
     " WHERE (%(state)s::smallint IS NULL OR t.state = %(state)s::smallint)"
@@ -58,6 +67,12 @@ async def lookup(conn: AsyncConnection[Any], key: str) -> StoredTimer | None:
     """The stored row of ``key``, or None."""
     row = await (await conn.execute(_LOOKUP, (key,))).fetchone()
     return None if row is None else stored(row)
+
+
+async def lookup_many(conn: AsyncConnection[Any], keys: list[str]) -> list[StoredTimer]:
+    """The stored rows of ``keys`` (those that exist), in no particular order."""
+    cur = await conn.execute(_LOOKUP_MANY, (keys,))
+    return [stored(row) for row in await cur.fetchall()]
 
 
 def lookup_sync(conn: Connection[Any], key: str) -> StoredTimer | None:

@@ -19,11 +19,14 @@ it from the event loop that opened it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
+import math
 import os
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final
 
 import psycopg
@@ -31,7 +34,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from journal.errors import JournalError
 from journal.postgres import firing, pruning, reads, writes
-from journal.postgres.errors import describe, translated
+from journal.postgres.errors import translated
 from journal.postgres.feed import ChangeFeed, Listener
 from journal.postgres.firing import AttemptResult, Outcome
 from journal.postgres.leases import DEFAULT_LEASE, LeaseChange, Leases
@@ -39,6 +42,7 @@ from journal.postgres.loader import DEFAULT_HORIZON, Horizon
 from journal.postgres.reads import Summary
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import migrate
+from journal.postgres.target import Target
 from journal.postgres.writes import CancelOutcome, Requests, Scheduled, ScheduleRequest
 
 __all__ = ["PostgresStore", "default_node", "is_postgres_url"]
@@ -47,8 +51,11 @@ logger = logging.getLogger(__name__)
 
 #: Connections in the pool: the engine's writes, attempts and outcomes run concurrently.
 DEFAULT_POOL_SIZE: Final = 4
-#: Seconds to wait for the first connection at open, and for a free one later.
+#: Seconds to wait for the first connection at open, and for a free one later, unless the
+#: caller says otherwise (``Engine(connect_timeout=...)``).
 CONNECT_TIMEOUT: Final = 10.0
+#: Seconds a replaced pool waits for its connections in use before it closes them.
+_OLD_POOL_WAIT: Final = 5.0
 #: Options for every connection: autocommit (each statement its own transaction unless a
 #: ``transaction()`` block says otherwise) and no server-side prepared statements.
 CONNECTION_KWARGS: Final[dict[str, Any]] = {"autocommit": True, "prepare_threshold": None}
@@ -68,16 +75,20 @@ class PostgresStore(Requests):
     """An open store. Create with :meth:`open`; close with :meth:`close`."""
 
     def __init__(
-        self, url: str, pool: AsyncConnectionPool, leases: Leases, horizon: Horizon
+        self, target: Target, pool: AsyncConnectionPool, leases: Leases, horizon: Horizon
     ) -> None:
-        self.url = url
-        self.where = describe(url)
+        self.url = target.url  #: without its password (see ``journal.postgres.target``)
+        self.where = target.where
         self.leases = leases
         self.horizon = horizon
         self.feed = ChangeFeed()
-        self.listener = Listener(url)
+        self.listener = Listener(target)
+        self._target = target
         self._pool = pool
         self._closed = False
+        #: Makes a pool like the first (set by :meth:`open`), and the renewal under way.
+        self._renewing: Callable[[], AsyncConnectionPool] | None = None
+        self._renewal: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -90,39 +101,38 @@ class PostgresStore(Requests):
         partitions: int | None = None,
         pool_size: int = DEFAULT_POOL_SIZE,
         listen: bool = True,
+        connect_timeout: float = CONNECT_TIMEOUT,
     ) -> PostgresStore:
         """Connect, create or upgrade the schema, and start listening. Takes no partition yet:
-        call :meth:`maintain`. ``partitions`` applies only when the journal is created."""
-        where = describe(url)
+        call :meth:`maintain`. ``partitions`` applies only when the journal is created.
+        ``connect_timeout``: seconds to wait for a connection, at open and for a free one of
+        the pool later (a statement waiting longer fails with ``StoreUnavailable``)."""
+        target = Target(url)
+        where, scrub = target.where, target.scrub
         # Bad arguments raise before anything is created (the count is the journal's own).
         leases = Leases(default_node() if node is None else node, 1, lease)
         loaded = Horizon(horizon)
+        kwargs = {**CONNECTION_KWARGS, **target.kwargs()}
         # One plain connection first: a wrong URL or a missing database fails at once with
         # the server's own words, where the pool would retry until its timeout.
-        with translated(where, "connecting"):
+        with translated(where, "connecting", scrub):
             first = await psycopg.AsyncConnection.connect(
-                url, connect_timeout=int(CONNECT_TIMEOUT), **CONNECTION_KWARGS
+                target.url, connect_timeout=max(1, math.ceil(connect_timeout)), **kwargs
             )
         async with first:
-            with translated(where, "creating or checking the schema"):
+            with translated(where, "creating or checking the schema", scrub):
                 leases.partitions = await migrate(first, partitions)
-        pool = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=pool_size,
-            kwargs=CONNECTION_KWARGS,
-            timeout=CONNECT_TIMEOUT,
-            open=False,
-            name=f"wheel-engine {leases.node}",
-        )
+        pool = _pool(target, leases.node, pool_size, connect_timeout)
         try:
-            with translated(where, "connecting"):
-                await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+            with translated(where, "connecting", scrub):
+                await pool.open(wait=True, timeout=connect_timeout)
         except BaseException:
             await pool.close()
             raise
-        store = cls(url, pool, leases, loaded)
+        store = cls(target, pool, leases, loaded)
+        store._renewing = functools.partial(_pool, target, leases.node, pool_size, connect_timeout)
         if listen:
+            store.listener.reconnected = store._renew_pool
             store.listener.start()
         logger.info(
             "PostgreSQL journal open as node %s, %d partitions: %s",
@@ -154,9 +164,12 @@ class PostgresStore(Requests):
             return await self.leases.maintain(conn)
 
     async def release(self, partitions: Sequence[int] | None = None) -> list[int]:
-        """Give up ``partitions`` (default: all); call once their handlers have ended."""
+        """Give up ``partitions`` (default: all); call once their handlers have ended. They
+        leave :attr:`leases` at once (before waiting for a connection): nothing more starts
+        there. If the statement fails, their leases simply lapse."""
+        params = self.leases.detach(partitions)
         async with self._connection("releasing partitions") as conn:
-            return await self.leases.release(conn, partitions)
+            return await self.leases.release_detached(conn, params)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -183,9 +196,29 @@ class PostgresStore(Requests):
     async def attempt(self, timers: Sequence[tuple[str, int]]) -> AttemptResult:
         """Claim ``(key, version)`` pairs in one compare-and-set (see ``firing``). Those of
         partitions this node cannot use now are not sent: they are lost to it."""
-        requests = [r for r in (self._fenced(k, v) for k, v in timers) if r is not None]
+        return await self.claim([r for r in (self._fenced(k, v) for k, v in timers) if r])
+
+    async def claim(self, requests: Sequence[tuple[str, int, int, int]]) -> AttemptResult:
+        """:meth:`attempt` of ``(key, version, partition, epoch)`` fenced by the caller (at the
+        instant it decided to fire them: see ``wheel_engine.nodes.sink``)."""
         async with self._connection("committing attempts") as conn:
             return await firing.attempt(conn, self.node, requests)
+
+    async def unclaim_at(self, claims: Sequence[tuple[str, int, int]]) -> set[str]:
+        """:meth:`unclaim` of ``(key, version, epoch)`` claimed under that epoch (whatever this
+        node holds now: a claim whose lease lapsed is given back too, unless taken over)."""
+        async with self._connection("giving back attempts") as conn:
+            return await firing.unclaim(conn, claims)
+
+    async def running_at(self, held: Sequence[tuple[int, int]]) -> list[tuple[str, int, int]]:
+        """``(key, version, attempts)`` RUNNING under these ``(partition, epoch)`` pairs."""
+        async with self._connection("reading running timers") as conn:
+            return await firing.running_at(conn, held)
+
+    async def requeue(self, claims: Sequence[tuple[str, int, int, int]]) -> list[StoredTimer]:
+        """RUNNING rows without a handler back to PENDING (see ``firing.requeue``)."""
+        async with self._connection("requeueing timers") as conn:
+            return await firing.requeue(conn, claims)
 
     async def finish(self, outcomes: Sequence[Outcome]) -> set[str]:
         """Record outcomes, fenced; returns the keys accepted (see ``firing``)."""
@@ -195,9 +228,9 @@ class PostgresStore(Requests):
     async def unclaim(self, timers: Sequence[tuple[str, int]]) -> set[str]:
         """``(key, version)`` claimed by this node whose handlers never started: PENDING again,
         uncharged (see ``firing.unclaim``). Safe after a failed :meth:`attempt`."""
-        claims = [(k, v, f[3]) for k, v in timers if (f := self._fenced(k, v)) is not None]
-        async with self._connection("giving back attempts") as conn:
-            return await firing.unclaim(conn, claims)
+        return await self.unclaim_at(
+            [(k, v, f[3]) for k, v in timers if (f := self._fenced(k, v)) is not None]
+        )
 
     async def give_up(self, timers: Sequence[tuple[str, int, str]]) -> set[str]:
         """``(key, version, error)``: PENDING to DEAD without an attempt (see ``firing``)."""
@@ -257,6 +290,11 @@ class PostgresStore(Requests):
         async with self._connection("reading a timer") as conn:
             return await reads.lookup(conn, key)
 
+    async def lookup_many(self, keys: list[str]) -> list[StoredTimer]:
+        """The database's rows for ``keys`` (those that exist)."""
+        async with self._connection("reading timers") as conn:
+            return await reads.lookup_many(conn, keys)
+
     async def summary(self) -> Summary:
         async with self._connection("reading the summary") as conn:
             return await reads.summary(conn)
@@ -264,7 +302,30 @@ class PostgresStore(Requests):
     def _connection(self, doing: str) -> contextlib.AbstractAsyncContextManager[Any]:
         if self._closed:
             raise JournalError(f"PostgreSQL journal is closed: {self.where}")
-        return _checkout(self._pool, self.where, doing)
+        return _checkout(self._pool, self._target, doing)
+
+    # -- after an outage --------------------------------------------------------------------
+
+    def _renew_pool(self) -> None:
+        """The server is back after an outage (the LISTEN connection reconnected): open a new
+        pool at once rather than wait for the old one's reconnection backoff (psycopg_pool
+        tries again after 1, 2, 4, 8... seconds, so it can stay empty as long again as the
+        outage lasted). Calls waiting on the old pool fail and are retried; its connections in
+        use are closed when they are returned."""
+        if self._closed or self._renewing is None or self._renewal is not None:
+            return
+        old, self._pool = self._pool, self._renewing()
+        logger.info("node %s: the database is back, connecting afresh", self.node)
+        self._renewal = asyncio.get_running_loop().create_task(self._swap(old, self._pool))
+
+    async def _swap(self, old: AsyncConnectionPool, new: AsyncConnectionPool) -> None:
+        try:
+            await new.open(wait=False)
+            await old.close(timeout=_OLD_POOL_WAIT)
+        except Exception:  # never raised to anyone: the next statement says what is wrong
+            logger.warning("renewing the connection pool failed", exc_info=True)
+        finally:
+            self._renewal = None
 
     # -- closing -------------------------------------------------------------------------------
 
@@ -285,6 +346,8 @@ class PostgresStore(Requests):
         finally:
             self._closed = True
             await self.listener.close()
+            if self._renewal is not None:
+                await asyncio.gather(self._renewal, return_exceptions=True)
             await self._pool.close()
 
     async def __aenter__(self) -> PostgresStore:
@@ -298,11 +361,24 @@ class PostgresStore(Requests):
         return f"<PostgresStore {self.where} node={self.node!r} {state}>"
 
 
+def _pool(target: Target, node: str, size: int, timeout: float) -> AsyncConnectionPool:
+    """A pool of up to ``size`` connections to ``target``, not open yet."""
+    return AsyncConnectionPool(
+        target.url,
+        min_size=1,
+        max_size=size,
+        kwargs={**CONNECTION_KWARGS, **target.kwargs()},
+        timeout=timeout,
+        open=False,
+        name=f"wheel-engine {node}",
+    )
+
+
 @contextlib.asynccontextmanager
 async def _checkout(
-    pool: AsyncConnectionPool, where: str, doing: str
+    pool: AsyncConnectionPool, target: Target, doing: str
 ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     """A pooled connection, with driver errors (a pool timeout too) translated."""
-    with translated(where, doing):
+    with translated(target.where, doing, target.scrub):
         async with pool.connection() as conn:
             yield conn

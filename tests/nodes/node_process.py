@@ -12,7 +12,11 @@ Handlers (payload ``{"hold": seconds}``, optional):
 
 - ``"h"`` logs the firing, then holds (``asyncio.sleep``) and returns;
 - ``"slow"`` logs the firing, holds (default 60 s), and logs ``"cancelled"`` if its task is
-  cancelled (a cancel from another node reached it).
+  cancelled (a cancel from another node reached it);
+- ``"flaky"`` logs the firing, holds, then fails its first attempt (retried 0.2 s later).
+
+``{"op": "stats"}`` -> ``{"stats": engine.stats()["node_faults"]}``. A command the journal
+refuses (the database unreachable) answers ``{"error": "StoreUnavailable: ..."}``.
 
 Each log line is JSON, written and flushed when the handler starts: key, version, attempt,
 node, wall time, due, and the epoch the attempt was claimed under. SIGTERM or the end of stdin
@@ -28,7 +32,8 @@ import sys
 import time
 from typing import IO, Any
 
-from wheel_engine import Engine, Firing
+from journal.errors import JournalError
+from wheel_engine import Engine, Firing, RetryPolicy
 
 #: Seconds ``close()`` waits for running handlers when the test stops the node.
 GRACE = 2.0
@@ -67,8 +72,15 @@ def register(engine: Engine, node: str, log: IO[str]) -> None:
             record(firing, cancelled=True)
             raise
 
+    async def flaky(firing: Firing) -> None:
+        record(firing)
+        await asyncio.sleep(hold(firing, 0.0))
+        if firing.attempt == 1:
+            raise RuntimeError("the first attempt fails")
+
     engine.register("h", h)
     engine.register("slow", slow)
+    engine.register("flaky", flaky, retry=RetryPolicy(initial=0.2, jitter=False))
 
 
 async def answer(engine: Engine, command: dict[str, Any]) -> dict[str, Any]:
@@ -78,6 +90,8 @@ async def answer(engine: Engine, command: dict[str, Any]) -> dict[str, Any]:
     if command["op"] == "cancel":
         result = await engine.cancel(command["key"], version=command.get("version"))
         return {"cancel": result.name}
+    if command["op"] == "stats":
+        return {"stats": engine.stats().get("node_faults", {})}
     raise ValueError(f"unknown command {command!r}")
 
 
@@ -94,7 +108,10 @@ async def serve(engine: Engine, stop: asyncio.Event) -> None:
             reading.cancel()
             stopping.cancel()
             return
-        reply = await answer(engine, json.loads(text))
+        try:
+            reply = await answer(engine, json.loads(text))
+        except JournalError as exc:  # the database unreachable: the caller sees it, goes on
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
 

@@ -189,10 +189,11 @@ class Reference:
 
     def renewed_or_lost(self, node: str, belief: dict[int, int], lost: list[int]) -> None:
         """A lease round renews each believed partition still at that epoch under this node
-        (even a lapsed one nobody took: the epoch still fences); the others are lost."""
+        under a valid lease; the others are lost, a lapsed one nobody took too (it is taken
+        again under a new epoch, with its reset: issue 21)."""
         for p, epoch in belief.items():
             part = self.parts[p]
-            keeps = part.owner == node and part.epoch == epoch
+            keeps = part.owner == node and part.epoch == epoch and part.valid
             assert keeps == (p not in lost), (p, epoch, part, lost)
             if keeps:
                 part.valid = True

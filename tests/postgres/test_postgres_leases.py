@@ -167,3 +167,31 @@ async def test_a_restarted_node_of_the_same_name_retakes_its_partitions_at_once(
     finally:
         await second.close()
         await first.close()
+
+
+async def test_a_lapsed_lease_is_taken_again_under_a_new_epoch_never_renewed(
+    pg_url: str,
+) -> None:
+    """Issue 21: a node whose leases lapsed in the database (an outage longer than the lease)
+    and that nobody took meanwhile must not renew them at the same epoch: the round reports
+    them lost, takes them again at epoch + 1, and that take returns its RUNNING rows."""
+    store = await open_store(pg_url, "a", partitions=4)
+    try:
+        await store.maintain()
+        before = {p: lease.epoch for p, lease in store.leases.owned.items()}
+        await store.schedule_many([store.request("k", "h", db_now(pg_url) - 1)])
+        claimed = (await store.attempt([("k", row_of(pg_url, "k")["version"])])).claimed
+        assert [c.key for c in claimed] == ["k"]
+        expire_leases(pg_url, "a")  # lapsed in the database; "a" still believes it holds them
+        change = await store.maintain()
+        assert sorted(change.lost) == sorted(before)
+        assert change.gained == {p: e + 1 for p, e in before.items()}
+        assert change.reset == 1
+        row = row_of(pg_url, "k")
+        assert (row["state"], row["attempts"]) == (0, 1)  # PENDING again, its attempt kept
+        partition = store.partition_of("k")
+        assert store.leases.lapsed(partition, before[partition])
+        assert store.leases.usable_at(partition, before[partition] + 1)
+        assert not store.leases.usable_at(partition, before[partition])
+    finally:
+        await store.close()

@@ -135,6 +135,13 @@ class Adopter:
             del table.timers[timer.key]
             table.dead.pop(timer.key, None)
 
+    def forget_version(self, key: str, version: int) -> None:
+        """Forget ``key`` if the table holds that version and it does not run here: a row read
+        again then goes back into the wheel even though the table held it already."""
+        local = self._table.timers.get(key)
+        if local is not None and local.version == version and local.state is not RUNNING:
+            self.forget(local)
+
     def drop_partitions(self, partitions: Collection[int]) -> int:
         """Take the pending timers of ``partitions`` out (lost or given up); returns how many.
         Running ones run on: their outcome is refused if the new owner has moved on."""

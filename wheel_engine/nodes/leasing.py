@@ -8,8 +8,17 @@ Each round (:meth:`LeaseKeeper.round`) is one :meth:`~journal.postgres.PostgresS
   there run on, and their outcomes are refused if the new owner has moved on;
 - partitions **gained** are read from the database up to the loaded horizon (the taker has
   already turned their timers left RUNNING under an older epoch back to PENDING);
-- partitions held beyond the fair share (a node joined) are **released** once no handler of
-  this node runs there, so the newcomer takes them at once.
+- partitions held beyond the fair share (a node joined) are **released** once no claim,
+  handler or outcome of this node is in flight there (``NodeSink.busy_in``), so the newcomer
+  takes them at once;
+- after a round or a write that could not reach the database, the first round that does
+  reconciles the rows left RUNNING under this node's epochs without a handler here
+  (:meth:`~wheel_engine.nodes.rereading.Rereader.reconcile`).
+
+A lease that lapsed in the database (an outage or a pause longer than the lease) is never
+renewed: the round reports it lost, takes it again under a new epoch if it is free (the take
+returns its RUNNING rows to PENDING), and reads it again, so nothing claimed or written before
+the lapse is left behind.
 
 A round runs early when another node released partitions (its NOTIFY, seen by the feed loop).
 A round that cannot reach the database is logged and the next one tries again; meanwhile the
@@ -21,11 +30,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable
 
 from journal.errors import JournalError
 from journal.postgres import LeaseChange, PostgresStore
 from wheel_engine.nodes.adopting import Adopter
+from wheel_engine.nodes.sink import NodeSink
 
 __all__ = ["LeaseKeeper"]
 
@@ -33,15 +42,13 @@ logger = logging.getLogger(__name__)
 
 
 class LeaseKeeper:
-    """The lease loop (see the module docstring). ``running_in(partition)``: a handler of this
-    node runs there (its partition is not released until it ends)."""
+    """The lease loop (see the module docstring), over the node's sink (what is in flight in
+    a partition, whether a write failed, the reconcile)."""
 
-    def __init__(
-        self, store: PostgresStore, adopter: Adopter, running_in: Callable[[int], bool]
-    ) -> None:
+    def __init__(self, store: PostgresStore, adopter: Adopter, sink: NodeSink) -> None:
         self._store = store
         self._adopter = adopter
-        self._running_in = running_in
+        self._sink = sink
         self._wake = asyncio.Event()
 
     def wake(self) -> None:
@@ -78,7 +85,11 @@ class LeaseKeeper:
             if change.gained:
                 await self._load(list(change.gained))
             await self._give_back(change.live_nodes)
+            if self._sink.failed:
+                self._sink.failed = False
+                await self._sink.rereader.reconcile()
         except JournalError as exc:
+            self._sink.failed = True  # anything may have been lost meanwhile: reconcile after
             logger.warning("lease round of node %s failed: %s", store.node, exc)
             return None
         return change
@@ -94,7 +105,7 @@ class LeaseKeeper:
 
     async def _give_back(self, live_nodes: int) -> None:
         store = self._store
-        idle = [p for p in store.leases.surplus(live_nodes) if not self._running_in(p)]
+        idle = [p for p in store.leases.surplus(live_nodes) if not self._sink.busy_in(p)]
         if idle:
             self._adopter.drop_partitions(idle)
             await store.release(idle)

@@ -17,6 +17,7 @@ import logging
 from typing import Any, Final
 
 from journal.postgres import DEFAULT_HORIZON, DEFAULT_LEASE, PostgresStore
+from journal.postgres.store import CONNECT_TIMEOUT
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
@@ -52,8 +53,10 @@ class Node:
         horizon: float | None,
         retention: float,
         max_retained: int,
+        connect_timeout: float | None = None,
     ) -> None:
         self.url = url
+        self.connect_timeout = CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
         self.name = default_node() if name is None else name
         self.lease = DEFAULT_LEASE if lease is None else float(lease)
         self.horizon = DEFAULT_HORIZON if horizon is None else float(horizon)
@@ -77,12 +80,16 @@ class Node:
         """Connect, take partitions, load their horizon, start the loops; returns the
         engine's storage."""
         store = await PostgresStore.open(
-            self.url, node=self.name, lease=self.lease, horizon=self.horizon
+            self.url,
+            node=self.name,
+            lease=self.lease,
+            horizon=self.horizon,
+            connect_timeout=self.connect_timeout,
         )
         try:
             adopter = Adopter(table, trigger, pool, store)
             sink = NodeSink(store, adopter, table, trigger)
-            self._keeper = LeaseKeeper(store, adopter, self._running_in)
+            self._keeper = LeaseKeeper(store, adopter, sink)
             self._feed = FeedReader(store, adopter, self._keeper.wake)
             self._refiller = Refiller(store, adopter, self.retention, self.max_retained)
             await store.start_feed()  # before the first load: nothing falls between the two
@@ -95,11 +102,6 @@ class Node:
         commits.journal = sink
         self._start()
         return NodeScheduler(store, adopter, table, pool, stats, clock, events, check)
-
-    def _running_in(self, partition: int) -> bool:
-        assert self.store is not None and self._sink is not None
-        partition_of = self.store.partition_of
-        return any(partition_of(key) == partition for key in self._sink.epochs)
 
     def _start(self) -> None:
         """Run the lease loop, the change feed and the refill (until :meth:`stop`). Their
@@ -128,7 +130,9 @@ class Node:
             logger.warning("node %s: %s did not stop within %s s", self.name, task, STOP_WAIT)
 
     def stats(self) -> dict[str, Any]:
-        """This node's name and the partitions it may fire in now."""
+        """This node's name, the partitions it may fire in now, and what its firing path did
+        about faults (``node_faults``: see ``NodeSink.stats``)."""
         store = self.store
         held = [] if store is None or store.closed else store.held()
-        return {"node": self.name, "partitions": held}
+        faults = {} if self._sink is None else self._sink.stats()
+        return {"node": self.name, "partitions": held, "node_faults": faults}

@@ -34,14 +34,20 @@ def _seconds(name: str, value: object) -> None:
 
 
 def check_node_options(
-    path: object, node: object, lease: object, horizon: object, admin: bool
+    path: object,
+    node: object,
+    lease: object,
+    horizon: object,
+    admin: bool,
+    *,
+    connect_timeout: object = None,
 ) -> None:
-    """``ValueError``/``TypeError`` for a bad ``node``, ``lease`` or ``horizon``, for any of
-    them without a PostgreSQL URL, and for ``admin=True`` with one."""
+    """``ValueError``/``TypeError`` for a bad ``node``, ``lease``, ``horizon`` or
+    ``connect_timeout``, for any of them without a PostgreSQL URL, and for ``admin=True`` with
+    one."""
     if not is_postgres_url(path):
-        given = [
-            n for n, v in (("node", node), ("lease", lease), ("horizon", horizon)) if v is not None
-        ]
+        named = (("node", node), ("lease", lease), ("horizon", horizon))
+        given = [n for n, v in (*named, ("connect_timeout", connect_timeout)) if v is not None]
         if given:
             raise ValueError(f"{', '.join(given)} need a postgresql:// URL as the journal")
         return
@@ -56,6 +62,8 @@ def check_node_options(
         _seconds("lease", lease)
     if horizon is not None:
         _seconds("horizon", horizon)
+    if connect_timeout is not None:
+        _seconds("connect_timeout", connect_timeout)
 
 
 def node_for(
@@ -64,6 +72,7 @@ def node_for(
     lease: float | None,
     horizon: float | None,
     retained: tuple[float, int],
+    connect_timeout: float | None = None,
 ) -> Node | None:
     """The engine's :class:`~wheel_engine.nodes.node.Node` for a PostgreSQL URL, else None
     (psycopg is imported only then). ``retained``: the engine's ``(retention, max_retained)``."""
@@ -79,4 +88,5 @@ def node_for(
         horizon=horizon,
         retention=retention,
         max_retained=max_retained,
+        connect_timeout=connect_timeout,
     )

@@ -1,45 +1,52 @@
 """The firing path's records, as PostgreSQL statements: attempts as one compare-and-set per
-group, outcomes fenced by the claim's epoch.
+group, fenced again when their reply is handled; outcomes fenced by the claim's epoch.
 
 :class:`NodeSink` is the :class:`~wheel_engine.storage.RecordSink` of a node: the starter and
 the outcomes hand it the same records they hand the SQLite journal, and it turns them into
 :class:`~journal.postgres.PostgresStore` calls, each in a task of its own (the pool runs a few
 at once):
 
-- a group of ``Attempt`` records is one :meth:`~journal.postgres.PostgresStore.attempt`; its
-  future's result is a :class:`NodeClaims`, which the starter asks about each timer. A claimed
-  one runs, and its epoch is kept until its outcome is written; one not due yet by the
-  database's clock goes back into the wheel for the time the database says is left; one the
-  node may not fire now (its lease is near its end) tries again a moment later; the rest
-  were lost (replaced, cancelled, claimed elsewhere, partition moved) and leave the table;
-- ``Ack``, ``Cancel``, ``Retry`` and ``Dead`` of claimed attempts are written together: the
-  outcomes submitted while one :meth:`~journal.postgres.PostgresStore.finish` is in flight (or
-  in the same loop iteration) wait in an outbox and become the next single statement, so a
-  burst costs one round trip per batch, not one per ack. Each is fenced by key, version,
-  state and epoch; a
-  refused one (another node owns the outcome now) takes the timer out of the table. A
-  ``Dead`` with no claim (its last attempt was interrupted, on this node or a dead one) is
-  :meth:`~journal.postgres.PostgresStore.give_up`.
+- a group of ``Attempt`` records is one claim statement, sent with the epochs this node holds
+  at that instant; its future's result is a :class:`NodeClaims`, which the starter asks about
+  each timer just before it would start. A claimed one runs only if the lease it was claimed
+  under is **still usable** by this node's monotonic clock (``Leases.usable_at``: the same
+  epoch, before a deadline measured from before the lease's last renewal was sent). The
+  database fenced the claim when the statement ran, but the reply may be handled much later
+  (the node was paused, the loop was busy): a claim whose lease may have lapsed meanwhile is
+  dropped unrun and uncharged, and given back (``unclaim``, fenced by its epoch: a taker's
+  reset has already returned it otherwise). One not due yet by the database's clock goes back
+  into the wheel for the time the database says is left; one the node may not fire now (its
+  lease is near its end) tries again a moment later; one that claimed nothing else leaves the
+  table and, if its partition is still held here, is read again
+  (:mod:`wheel_engine.nodes.rereading`): its statement may have run after the lease had lapsed
+  in the database, with the row still PENDING;
+- outcomes go through the :class:`~wheel_engine.nodes.outbox.Outbox` (batched, retried).
 
 An attempt whose statement failed (the database unreachable) is given back with ``unclaim``
-before the starter retries it, so nothing stays RUNNING under a live owner.
+before the starter retries it; if that fails too, the reconcile after the outage returns it.
+
+Every claim in flight (attempt sent, reply not handled yet; a give-back on its way) and every
+claim whose outcome is not written counts in :meth:`NodeSink.busy_in`: such a partition is not
+idle, so it is not released to a newcomer while a version there may still run here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Coroutine
 from typing import Any, Final
 
-from journal import Ack, Attempt, Cancel, Dead, Record, Retry
+from journal import Attempt, Record
 from journal.errors import JournalError
-from journal.postgres import AttemptResult, Outcome, PostgresStore
-from journal.state import CANCELED, DEAD, PENDING, SUCCEEDED
+from journal.postgres import AttemptResult, Claimed, PostgresStore
 from wheel_engine.firing import Trigger
 from wheel_engine.nodes.adopting import Adopter
+from wheel_engine.nodes.outbox import Claim, Outbox
+from wheel_engine.nodes.rereading import Rereader
 from wheel_engine.timer import Timer
-from wheel_engine.timers import RUNNING, TimerTable
+from wheel_engine.timers import PENDING, RUNNING, TimerTable
 
 __all__ = ["NodeClaims", "NodeSink"]
 
@@ -52,39 +59,78 @@ UNUSABLE_RETRY: Final = 0.2
 class NodeClaims:
     """One attempt statement's answer (see :class:`~wheel_engine.storage.Claims`)."""
 
-    __slots__ = ("_early", "_result", "_sink", "_unsent")
+    __slots__ = ("_early", "_fenced", "_result", "_sent", "_sink", "_unsent", "_usable_at")
 
-    def __init__(self, sink: NodeSink, result: AttemptResult, unsent: set[str]) -> None:
+    def __init__(
+        self, sink: NodeSink, result: AttemptResult, unsent: set[str], sent: list[str]
+    ) -> None:
         self._sink = sink
         self._result = {(c.key, c.version): c for c in result.claimed}
         db_now = result.db_now
         self._early = {key: due - db_now for key, due in result.early} if db_now else {}
         self._unsent = unsent  # not asked: their lease was too near its end to fire
+        self._sent = set(sent)  # asked: in flight until kept or dropped here
+        self._fenced = 0
+        self._usable_at: dict[int, bool] = {}  # partition -> its claim's lease usable now
 
     def keep(self, timer: Timer) -> bool:
-        claimed = self._result.get((timer.key, timer.version))
         sink = self._sink
+        key = timer.key
+        if key in self._sent:
+            self._sent.discard(key)
+            sink.settled(key)
+        claimed = self._result.get((key, timer.version))
+        partition = sink.store.partition_of(key)
         if claimed is not None:
-            timer.attempts = claimed.attempt  # the database counts across nodes and crashes
-            timer.first_attempt_at = claimed.first_attempt_at
-            sink.epochs[timer.key] = (timer.version, claimed.epoch)
-            return True
+            if self._usable(partition, claimed.epoch):
+                timer.attempts = claimed.attempt  # the database counts across nodes and crashes
+                timer.first_attempt_at = claimed.first_attempt_at
+                sink.epochs[key] = (timer.version, claimed.epoch, claimed.attempt)
+                return True
+            self._fenced += 1
+            if self._fenced == 1:
+                logger.warning(
+                    "node %s: a claim's reply came after its lease's deadline (timer %s, ...):"
+                    " not run, given back",
+                    sink.store.node,
+                    key,
+                )
+            _uncharge(timer)
+            sink.give_back(timer, claimed)
+            return False
         _uncharge(timer)
         if timer.state is not PENDING:
             return False  # cancelled here meanwhile
-        wait = self._early.get(timer.key)
-        held = sink.store.partition_of(timer.key) in sink.store.leases.owned
-        if wait is None and timer.key in self._unsent and held:
+        wait = self._early.get(key)
+        held = partition in sink.store.leases.owned
+        if wait is None and key in self._unsent and held:
             wait = UNUSABLE_RETRY  # still held: try again once the lease is renewed
-        if wait is None:
-            sink.adopter.forget(timer)
-        else:
+        if wait is not None:
             sink.retry_later(timer, wait)
+            return False
+        # Replaced, cancelled or claimed elsewhere; or the statement ran after the lease had
+        # lapsed in the database (the row still PENDING): the row read again tells which.
+        sink.adopter.forget(timer)
+        if held:
+            sink.dropped["unclaimed, read again"] += 1
+            sink.rereader.ask(key)
+        else:
+            sink.dropped["partition no longer held"] += 1
         return False
+
+    def _usable(self, partition: int, epoch: int) -> bool:
+        """``Leases.usable_at``, asked once per partition: the starter asks about a whole
+        group in one synchronous step, so the answer holds for all of it."""
+        usable = self._usable_at.get(partition)
+        if usable is None:
+            usable = self._usable_at[partition] = self._sink.store.leases.usable_at(
+                partition, epoch
+            )
+        return usable
 
 
 def _uncharge(timer: Timer) -> None:
-    """Undo the starter's charge of an attempt that was not claimed."""
+    """Undo the starter's charge of an attempt that was not claimed (or not run)."""
     if timer.state is RUNNING:
         timer.state = PENDING
         timer.attempts -= 1
@@ -104,16 +150,44 @@ class NodeSink:
     ) -> None:
         self.store = store
         self.adopter = adopter
-        #: key -> (version, epoch) of each attempt claimed here whose outcome is not written.
-        self.epochs: dict[str, tuple[int, int]] = {}
+        #: key -> (version, epoch, attempt) of each attempt claimed here whose outcome is not
+        #: written (or given up) yet.
+        self.epochs: dict[str, Claim] = {}
+        #: key -> claims of it in flight: attempt statements sent whose reply is not handled
+        #: yet, and give-backs on their way.
+        self.claiming: Counter[str] = Counter()
+        #: Why timers left the wheel on the firing path, with counts (``Engine.stats()``).
+        self.dropped: Counter[str] = Counter()
+        #: Set when a statement could not reach the database: the lease loop reconciles.
+        self.failed = False
+        self.rereader = Rereader(store, adopter, self.in_flight)
+        self.outbox = Outbox(store, adopter, table, self.epochs, self.rereader.ask, self.fail)
         self._table = table
         self._trigger = trigger
         self._tasks: set[asyncio.Future[Any]] = set()
         self._closed = False
-        #: Outcome records waiting for the next finish statement, and that statement's future.
-        self._outbox: list[Record] = []
-        self._outbox_written: asyncio.Future[None] | None = None
-        self._writing = False  # a task is writing the outbox (one statement in flight)
+
+    def in_flight(self, key: str) -> bool:
+        """A claim of ``key`` is on its way, or its handler or outcome is (see ``epochs``)."""
+        return key in self.epochs or key in self.claiming
+
+    def busy_in(self, partition: int) -> bool:
+        """A claim, handler or outcome of this node is in flight in ``partition``."""
+        partition_of = self.store.partition_of
+        return any(partition_of(key) == partition for key in self.epochs) or any(
+            partition_of(key) == partition for key in self.claiming
+        )
+
+    def settled(self, key: str) -> None:
+        """One claim of ``key`` in flight is handled."""
+        left = self.claiming[key] - 1
+        if left > 0:
+            self.claiming[key] = left
+        else:
+            del self.claiming[key]
+
+    def fail(self) -> None:
+        self.failed = True
 
     # ------------------------------------------------------------------ RecordSink
     @property
@@ -138,8 +212,11 @@ class NodeSink:
             raise JournalError(f"PostgreSQL journal is closed: {self.store.where}")
         first = records[0] if records else None
         if isinstance(first, Attempt):
-            return self._spawn(self._attempt(records))
-        return self._queue_outcomes(records)
+            return self._spawn(self._attempt(self._requests(records)))
+        waiter, start = self.outbox.queue(records)
+        if start:
+            self._spawn(self.outbox.write())
+        return waiter
 
     def busy(self) -> bool:
         return bool(self._tasks)
@@ -152,6 +229,7 @@ class NodeSink:
         """Wait for the writes in flight, then release the partitions and disconnect."""
         await self.flush()
         self._closed = True
+        await self.rereader.close()
         await self.store.close()
 
     async def compact(self, *, retention: float, now: float, max_retained: int) -> int:
@@ -166,24 +244,69 @@ class NodeSink:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _attempt(self, records: list[Record]) -> NodeClaims:
-        pairs = [(record.key, record.version) for record in records]
+    def _requests(self, records: list[Record]) -> list[tuple[str, int, int, int] | str]:
+        """Each attempt fenced by the epoch this node holds now (called in ``submit``, so in
+        flight from that instant): ``(key, version, partition, epoch)``, or the key alone if
+        its lease is not usable now (not sent)."""
         store = self.store
         epoch_of, partition_of = store.leases.epoch_of, store.partition_of
-        # What store.attempt leaves out, decided at the same instant (before its first await).
-        unsent = {key for key, _ in pairs if epoch_of(partition_of(key)) is None}
+        requests: list[tuple[str, int, int, int] | str] = []
+        for record in records:
+            partition = partition_of(record.key)
+            epoch = epoch_of(partition)
+            if epoch is None:
+                requests.append(record.key)
+            else:
+                requests.append((record.key, record.version, partition, epoch))
+                self.claiming[record.key] += 1
+        return requests
+
+    async def _attempt(self, requests: list[tuple[str, int, int, int] | str]) -> NodeClaims:
+        unsent = {r for r in requests if isinstance(r, str)}
+        sent = [r for r in requests if not isinstance(r, str)]
+        keys = [key for key, *_ in sent]
         try:
-            result = await store.attempt(pairs)
+            result = await self.store.claim(sent)
         except JournalError:
             # Its commit may have happened: give back whatever it claimed, then fail the group
-            # (the starter tries again in a moment). If this fails too, the row stays RUNNING
-            # under this node's epoch until the partition changes hands.
+            # (the starter tries again in a moment). If this fails too, the rows stay RUNNING
+            # under this node's epoch until the reconcile after the outage.
+            self.failed = True
             try:
-                await store.unclaim(pairs)
+                await self.store.unclaim_at([(k, v, e) for k, v, _, e in sent])
             except JournalError:
-                logger.warning("could not give back %d attempt(s)", len(pairs))
+                logger.warning("could not give back %d attempt(s)", len(sent))
+            finally:
+                self._settle_all(keys)
             raise
-        return NodeClaims(self, result, unsent)
+        except BaseException:
+            self._settle_all(keys)
+            raise
+        return NodeClaims(self, result, unsent, keys)
+
+    def _settle_all(self, keys: list[str]) -> None:
+        for key in keys:
+            self.settled(key)
+
+    def give_back(self, timer: Timer, claimed: Claimed) -> None:
+        """``timer``'s claim is not run (see :meth:`NodeClaims.keep`): it leaves the table, its
+        row is given back under the claim's epoch, then read again if its partition is held."""
+        self.adopter.forget(timer)
+        self.dropped["claim past its lease, given back"] += 1
+        self.claiming[timer.key] += 1
+        self._spawn(self._give_back(claimed))
+
+    async def _give_back(self, claimed: Claimed) -> None:
+        key = claimed.key
+        try:
+            await self.store.unclaim_at([(key, claimed.version, claimed.epoch)])
+        except JournalError as exc:
+            self.failed = True  # left RUNNING under that epoch: a takeover or reconcile returns it
+            logger.warning("could not give back the claim of timer %s: %s", key, exc)
+        finally:
+            self.settled(key)
+        if self.store.partition_of(key) in self.store.leases.owned and not self._closed:
+            self.rereader.ask(key)
 
     def retry_later(self, timer: Timer, wait: float) -> None:
         """Back into the wheel after ``wait`` seconds (the database says it is not due yet)."""
@@ -200,72 +323,14 @@ class NodeSink:
         self._table.insert(timer)
         self._trigger.arm()
 
-    # ------------------------------------------------------------------ outcomes
-    def _queue_outcomes(self, records: list[Record]) -> asyncio.Future[None]:
-        """Add ``records`` to the outbox; the future is done once their statement is."""
-        self._outbox.extend(records)
-        written = self._outbox_written
-        if written is None:
-            written = self._outbox_written = asyncio.get_running_loop().create_future()
-            if not self._writing:
-                self._writing = True
-                self._spawn(self._write_outbox())
-        return written
-
-    async def _write_outbox(self) -> None:
-        """Write the outbox, one statement at a time, until it stays empty."""
-        try:
-            while self._outbox_written is not None:
-                records, written = self._outbox, self._outbox_written
-                self._outbox, self._outbox_written = [], None
-                try:
-                    await self._finish(records)
-                except Exception as exc:  # the callers log it (Commits.write)
-                    written.set_exception(exc)
-                except BaseException:
-                    written.cancel()
-                    raise
-                else:
-                    written.set_result(None)
-        finally:
-            self._writing = False
-            if self._outbox_written is not None:  # cancelled with more waiting
-                self._outbox_written.cancel()
-                self._outbox, self._outbox_written = [], None
-
-    async def _finish(self, records: list[Record]) -> None:
-        outcomes: list[Outcome] = []
-        orphans: list[tuple[str, int, str]] = []
-        for record in records:
-            claim = self.epochs.get(record.key)
-            if claim is None or claim[0] != record.version:
-                if isinstance(record, Dead):
-                    orphans.append((record.key, record.version, record.error))
-                continue  # not claimed here: nothing of ours to record
-            del self.epochs[record.key]
-            outcomes.append(_outcome(record, claim[1]))
-        if outcomes:
-            accepted = await self.store.finish(outcomes)
-            self._refused([o for o in outcomes if o.key not in accepted])
-        if orphans:
-            await self.store.give_up(orphans)
-
-    def _refused(self, outcomes: list[Outcome]) -> None:
-        """Fenced out: another node owns these timers now, or a newer version replaced them."""
-        for outcome in outcomes:
-            timer = self._table.timers.get(outcome.key)
-            if timer is not None and timer.version == outcome.version and timer.state is PENDING:
-                self.adopter.forget(timer)  # its retry belongs to the new owner
-        if outcomes:
-            logger.info("%d outcome(s) refused: their partition changed hands", len(outcomes))
-
-
-def _outcome(record: Record, epoch: int) -> Outcome:
-    if isinstance(record, Ack):
-        return Outcome(record.key, record.version, epoch, SUCCEEDED)
-    if isinstance(record, Cancel):
-        return Outcome(record.key, record.version, epoch, CANCELED)
-    if isinstance(record, Retry):
-        return Outcome(record.key, record.version, epoch, PENDING, record.error, record.due)
-    assert isinstance(record, Dead), record
-    return Outcome(record.key, record.version, epoch, DEAD, record.error)
+    def stats(self) -> dict[str, Any]:
+        """What the firing path did about faults (all zero in a quiet run)."""
+        return {
+            "claims_in_flight": sum(self.claiming.values()),
+            "outcomes_unwritten": len(self.epochs),
+            "outcome_retries": self.outbox.retried,
+            "outcomes_given_up": self.outbox.abandoned,
+            "reread": self.rereader.reread,
+            "requeued": self.rereader.requeued,
+            "dropped": dict(self.dropped),
+        }
