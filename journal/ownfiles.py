@@ -39,10 +39,10 @@ __all__ = [
     "SQLITE_SIDECARS",
     "check_own",
     "journal_owner",
+    "journal_size",
     "kind_of",
     "open_own",
     "own_path",
-    "read_head",
     "refuse_planted",
     "secure_sidecars",
 ]
@@ -127,19 +127,20 @@ def open_own(path: str, flags: int, owner: int | None) -> int:
     return fd
 
 
-def read_head(path: str, size: int) -> bytes:
-    """The first ``size`` bytes of the journal file at ``path`` (links followed: the journal may
-    be reached through one). Anything but a regular file is refused at once with
-    :class:`JournalError` (``O_NONBLOCK``: a FIFO's open never waits for a writer, and nothing is
-    read from it); ``OSError`` for a file that cannot be opened."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise JournalError(f"not a wheel-engine journal ({kind_of(mode)}): {path}")
-        return os.pread(fd, size, 0)
-    finally:
-        os.close(fd)
+def journal_size(path: str) -> int:
+    """The size of the journal file at ``path`` (links followed: the journal may be reached
+    through one). Anything but a regular file is refused at once with :class:`JournalError` (a
+    FIFO is never opened, so nothing waits on it); ``OSError`` for a file that cannot be looked
+    at.
+
+    It looks with ``stat`` and opens no descriptor: the journal file is SQLite's, and closing
+    any descriptor of it drops every POSIX lock this process holds on it (SQLite's own among
+    them, whatever connection took them), so only SQLite opens and closes it here.
+    """
+    mode = os.stat(path)
+    if not stat.S_ISREG(mode.st_mode):
+        raise JournalError(f"not a wheel-engine journal ({kind_of(mode.st_mode)}): {path}")
+    return mode.st_size
 
 
 def refuse_planted(journal: str, suffixes: tuple[str, ...] = SQLITE_SIDECARS) -> None:

@@ -28,13 +28,14 @@ from __future__ import annotations
 import os
 import sqlite3
 import urllib.parse
-from typing import Final
+from collections.abc import Callable
+from typing import Final, TypeVar
 
 from journal.checksum import meta_sealed, seal_meta
 from journal.errors import JournalCorrupt, JournalError
 from journal.migration import migrate
 from journal.objects import expected_objects, schema_objects, unexpected
-from journal.ownfiles import read_head, refuse_planted, secure_sidecars
+from journal.ownfiles import journal_size, refuse_planted, secure_sidecars
 from journal.watermark import new_journal_id
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "connect_ro",
     "create_file",
     "ensure_schema",
+    "is_sqlite_database",
     "raise_for",
     "read_meta",
     "secure_sidecars",  # from journal.ownfiles, kept here for the journal's imports
@@ -54,10 +56,11 @@ __all__ = [
 SCHEMA_VERSION: Final = 2
 #: ``PRAGMA application_id``: "WHEE" in ASCII.
 APPLICATION_ID: Final = 0x57484545
-SQLITE_HEADER: Final = b"SQLite format 3\x00"
 FILE_MODE: Final = 0o600
 
 _TABLES: Final = frozenset({"records", "snapshot", "meta"})
+
+T = TypeVar("T")
 
 _DDL: Final = (
     "CREATE TABLE records (seq INTEGER PRIMARY KEY, kind INTEGER NOT NULL, body BLOB NOT NULL)",
@@ -129,46 +132,60 @@ def raise_for(exc: sqlite3.Error, path: str, doing: str) -> JournalError:
     return JournalError(f"journal error ({text}) while {doing}: {path}")
 
 
-#: Where SQLite's header keeps ``PRAGMA application_id`` (4 bytes, big-endian).
-_APPLICATION_ID_AT: Final = 68
-
-
 def check_header(path: str) -> None:
-    """Recognise a journal from its bytes alone, before SQLite opens it (and could leave a
-    ``-wal``/``-shm`` beside a file that is not ours).
+    """Recognise a journal before SQLite opens it for real (and could leave a ``-wal``/``-shm``
+    beside a file that is not ours).
 
     An empty file passes (a writable open makes it a journal). Anything else must be a regular
-    file (a FIFO is refused at once, never waited on) with SQLite's header and our
-    ``application_id``; a file without one (0: set by no wheel-engine) is looked at through an
-    ``immutable`` connection, which takes no lock and creates no file, and must hold our tables.
+    file (a FIFO is refused at once, never opened) holding an SQLite database with our
+    ``application_id``, or with none (0: set by no wheel-engine) and our tables. The database is
+    read through an ``immutable`` connection, which takes no lock, creates no file and, being
+    SQLite's own, closes its descriptor without dropping the locks this process's other
+    connections hold on the journal (:func:`~journal.ownfiles.journal_size` says why that
+    matters).
     """
     try:
-        head = read_head(path, 100)
+        size = journal_size(path)
+        readable = os.access(path, os.R_OK)
     except FileNotFoundError:
         raise JournalError(f"no such journal: {path}") from None
     except OSError as exc:
         raise JournalError(f"cannot read journal ({exc}): {path}") from exc
-    if not head:
-        return
-    if not head.startswith(SQLITE_HEADER) or len(head) < 100:
-        raise not_a_journal(path)
-    app_id = int.from_bytes(head[_APPLICATION_ID_AT : _APPLICATION_ID_AT + 4], "big")
-    if app_id == APPLICATION_ID:
-        return
-    if app_id != 0 or not _has_our_tables(path):
+    if not readable:
+        raise JournalError(f"cannot read journal (permission denied): {path}")
+    if size and not _is_ours(path):
         raise not_a_journal(path)
 
 
-def _has_our_tables(path: str) -> bool:
+def is_sqlite_database(path: str) -> bool:
+    """Whether the regular file at ``path`` holds an SQLite database (read as in
+    :func:`check_header`: immutable, no lock taken or dropped, no file created)."""
+    return (
+        _immutable_read(path, lambda con: con.execute("PRAGMA schema_version").fetchone())
+        is not None
+    )
+
+
+def _is_ours(path: str) -> bool:
+    def ours(con: sqlite3.Connection) -> bool:
+        (app_id,) = con.execute("PRAGMA application_id").fetchone()
+        return bool(app_id == APPLICATION_ID or (app_id == 0 and _tables(con) == _TABLES))
+
+    return bool(_immutable_read(path, ours))
+
+
+def _immutable_read(path: str, read: Callable[[sqlite3.Connection], T]) -> T | None:
+    """``read(connection)`` on an immutable read-only connection, or None if SQLite cannot read
+    the file as a database."""
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
     try:
         con = sqlite3.connect(uri, uri=True)
         try:
-            return _tables(con) == _TABLES
+            return read(con)
         finally:
             con.close()
     except sqlite3.Error:
-        return False
+        return None
 
 
 def create_file(path: str) -> bool:

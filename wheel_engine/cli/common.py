@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from journal.errors import JournalCorrupt, JournalError, JournalLocked
-from journal.ownfiles import read_head
+from journal.ownfiles import journal_size
+from journal.schema import is_sqlite_database
 from wheel_engine.cli.output import EXIT_ERROR, EXIT_LOCKED, CliError, fmt_time
 
 if TYPE_CHECKING:
@@ -46,16 +47,15 @@ def existing_journal(path: str) -> Path:
         raise CliError(f"{path}: is a directory, not a journal")
     if not os.access(p, os.R_OK):
         raise CliError(f"{path}: permission denied")
-    header = _header(path)
-    if header and header != b"SQLite format 3\x00":
+    if _size(path) and not is_sqlite_database(path):
         raise CliError(f"{path}: not a wheel-engine journal (not an SQLite database)")
     return p
 
 
-def _header(path: str) -> bytes:
-    """The file's first 16 bytes; a FIFO or a device is refused at once, never waited on."""
+def _size(path: str) -> int:
+    """The file's size; a FIFO or a device is refused at once, never opened."""
     try:
-        return read_head(path, 16)
+        return journal_size(path)
     except JournalError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
