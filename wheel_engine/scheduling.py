@@ -368,8 +368,7 @@ class Scheduler:
     async def redrive(self, key: str, due: float, now: float) -> TimerInfo:
         """A new version of the DEAD timer ``key``, PENDING at ``due``, attempts reset.
         Returns it as it was redriven (it may fire before the commit is done), once committed.
-        ``TimerNotFound`` (a ``KeyError``) if there is no such timer, ``EngineError`` if it is
-        not DEAD.
+        ``TimerNotFound`` if there is no such timer, ``EngineError`` if it is not DEAD.
         """
         dead = self._table.timers.get(key)
         if dead is None:

@@ -39,6 +39,7 @@ from wheel_engine import (
     Firing,
     PermanentError,
     TimerInfo,
+    TimerNotFound,
     TimerState,
     UnknownHandler,
 )
@@ -47,7 +48,15 @@ from wheel_engine.testing import DEFAULT_START, VirtualClock
 KEYS = ("a", "b", "c")
 HANDLERS = ("ok", "boom", "slow")
 #: The error types a rejected call may raise, exactly (subclasses would hide a raw error).
-REJECTIONS = (TypeError, ValueError, KeyError, UnknownHandler, DuplicateKey, EngineError)
+REJECTIONS = (
+    TypeError,
+    ValueError,
+    KeyError,
+    UnknownHandler,
+    DuplicateKey,
+    TimerNotFound,
+    EngineError,
+)
 MAX_PAYLOAD = 256  # max_payload_bytes: small, so that oversized payloads are cheap to draw
 WRITING = ("schedule", "many", "cancel", "redrive")  # the calls that may write records
 SLOW = 3.0  # seconds the "slow" handler runs: some timers are RUNNING when a call comes
