@@ -34,6 +34,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from wheel_engine.extras import install_hint
+
 try:
     from prometheus_client import REGISTRY, CollectorRegistry, Histogram
     from prometheus_client.core import (
@@ -46,7 +48,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
         "wheel_engine.metrics needs prometheus_client, which is an optional extra: "
-        "pip install 'wheel-engine[metrics]'"
+        + install_hint("metrics")
     ) from exc
 
 from wheel_engine.events import Event, EventKind, Subscriber

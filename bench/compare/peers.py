@@ -27,7 +27,7 @@ import msgpack
 
 T = TypeVar("T")
 
-INSTALL_HINT = "pip install 'wheel-engine[bench]'"
+INSTALL_HINT = "pip install ./bench (from a checkout of wheel-engine: the peers and plots)"
 
 
 def _missing(module: str, dist: str | None = None) -> str | None:

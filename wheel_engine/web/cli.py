@@ -12,10 +12,11 @@ import logging
 from typing import Any
 
 from wheel_engine.cli.output import EXIT_OK, EXIT_USAGE, CliError, Output
+from wheel_engine.extras import install_hint
 
 __all__ = ["add_parser", "cmd_web"]
 
-INSTALL_HINT = "pip install 'wheel-engine[web]'"
+INSTALL_HINT = install_hint("web")
 DEFAULT_PORT = 8740
 
 

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 from journal.errors import JournalError
 from wheel_engine.cli.output import EXIT_ERROR, CliError, Output
 from wheel_engine.cli.pg import mask_url, scrub
+from wheel_engine.extras import install_hint
 
 if TYPE_CHECKING:
     from journal.postgres import PostgresClient
 
 __all__ = ["INSTALL_HINT", "connected", "guarded", "shown_args"]
 
-INSTALL_HINT = "pip install 'wheel-engine[postgres]'"
+INSTALL_HINT = install_hint("postgres")
 
 Command = Callable[[argparse.Namespace, Output], int]
 
