@@ -24,11 +24,11 @@ from journal import codec
 from journal.compaction import CompactionResult, plan_sync, write_plan
 from journal.errors import JournalError
 from journal.lock import WriterLock
+from journal.meta import MetaInfo
 from journal.reader import CheckReport, JournalInfo, check_sync, history_sync, info_sync, row_sync
 from journal.records import Record
 from journal.recovery import Progress, Recovered, recover_sync
 from journal.schema import (
-    MetaInfo,
     connect_ro,
     create_file,
     ensure_schema,

@@ -22,7 +22,8 @@ from typing import Any, Final, Generic, overload
 
 from journal.errors import JournalCorrupt
 from journal.fold import fold_records, fold_sealed, fold_snapshot
-from journal.schema import MetaInfo, connect_ro, raise_for, read_meta
+from journal.meta import MetaInfo
+from journal.schema import connect_ro, raise_for, read_meta
 from journal.state import PENDING, RUNNING, RowFactory, RowT, TimerRow
 from journal.watermark import read_mark, verify_mark
 
