@@ -1,10 +1,10 @@
 """The overview of a PostgreSQL journal, computed by the database and served from a cache.
 
 PostgreSQL has no index that counts: timers by handler and state, the DEAD ones by error and
-the pending ones by due time each read every matching row (about 1 s together on 1,000,000
-timers here: ``python -m bench.compare.web_overview --postgres URL``). So a request never
-waits for them: it gets the last overview computed, and when that is older than ``max_age``
-seconds it asks for a new one in the background (one at a time, on a connection of its own).
+the pending ones by due time each read every matching row (seconds, on a large journal). So a
+request never waits for them: it gets the last overview computed, and when that is older than
+``max_age`` seconds it asks for a new one in the background (one at a time, on a connection of
+its own).
 Only the very first request waits. An idle console costs the database nothing; one watched
 page costs one recount per ``max_age``. The overview says how old it is (``age_seconds``).
 
