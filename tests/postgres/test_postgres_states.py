@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 from pg_support import open_store, row_of, sql
 
-import journal.postgres
-import wheel_engine.web
 from journal.postgres import states
 from journal.state import (
     CANCELED,
@@ -26,10 +24,11 @@ from journal.state import (
 )
 
 #: Where the product writes SQL against ``wheel_timers``.
+ROOT = Path(__file__).resolve().parents[2]
 SQL_SOURCES = sorted(
     [
-        *Path(journal.postgres.__file__).parent.glob("*.py"),
-        *Path(wheel_engine.web.__file__).parent.glob("pg_*.py"),
+        *(ROOT / "journal" / "postgres").glob("*.py"),
+        *(ROOT / "wheel_engine" / "web").glob("pg_*.py"),
     ]
 )
 
