@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from journal import codec
 from journal.checksum import seal_meta
 from journal.errors import JournalCorrupt
+from journal.meta import MetaInfo
 from journal.records import Schedule
 from journal.watermark import new_journal_id
-
-if TYPE_CHECKING:
-    from journal.schema import MetaInfo
 
 __all__ = ["migrate"]
 

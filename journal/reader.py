@@ -12,9 +12,10 @@ import msgpack
 
 from journal import codec
 from journal.errors import JournalCorrupt
+from journal.meta import MetaInfo
 from journal.records import Record, Schedule
 from journal.recovery import BATCH, snapshot_count_problem
-from journal.schema import MetaInfo, connect_ro, raise_for, read_meta
+from journal.schema import connect_ro, raise_for, read_meta
 from journal.state import TimerRow
 from journal.watermark import Mark, read_mark, verify_mark
 

@@ -33,6 +33,7 @@ from typing import Final, TypeVar
 
 from journal.checksum import meta_sealed, seal_meta
 from journal.errors import JournalCorrupt, JournalError
+from journal.meta import MetaInfo
 from journal.migration import migrate
 from journal.objects import expected_objects, schema_objects, unexpected
 from journal.ownfiles import journal_size, refuse_planted, secure_sidecars
@@ -41,7 +42,7 @@ from journal.watermark import new_journal_id
 __all__ = [
     "APPLICATION_ID",
     "SCHEMA_VERSION",
-    "MetaInfo",
+    "MetaInfo",  # from journal.meta, kept here for the journal's imports
     "connect_ro",
     "create_file",
     "ensure_schema",
@@ -68,43 +69,6 @@ _DDL: Final = (
     " updated_at REAL NOT NULL, body BLOB NOT NULL) WITHOUT ROWID",
     "CREATE TABLE meta (name TEXT PRIMARY KEY, value)",
 )
-
-
-class MetaInfo:
-    """What ``meta`` says, plus the tail's extent."""
-
-    __slots__ = (
-        "journal_id",
-        "max_seq",
-        "max_version",
-        "schema_version",
-        "snapshot_rows",
-        "snapshot_seq",
-        "tail_records",
-    )
-
-    def __init__(
-        self,
-        schema_version: int,
-        snapshot_seq: int,
-        max_version: int,
-        max_seq: int,
-        tail_records: int,
-        journal_id: bytes | None = None,
-        snapshot_rows: int | None = None,
-    ) -> None:
-        self.schema_version = schema_version
-        self.snapshot_seq = snapshot_seq
-        self.max_version = max_version
-        self.max_seq = max_seq  #: highest seq in the file: the newest record or snapshot_seq
-        self.tail_records = tail_records
-        self.journal_id = journal_id  #: None before schema 2
-        self.snapshot_rows = snapshot_rows  #: rows ``snapshot`` must have; None before schema 2
-
-    @property
-    def sealed(self) -> bool:
-        """Rows carry checksums (schema 2 and later)."""
-        return self.schema_version >= 2
 
 
 #: How the sqlite3 module says a TEXT value is not UTF-8 (it raises OperationalError).

@@ -4,8 +4,8 @@ SQLite trusts its WAL only up to the first frame whose checksum fails and silent
 frame after it; a deleted or truncated ``-wal`` drops them all. The journal then opens "whole"
 but without its last commits. So after each commit the writer stores the highest committed seq
 in a small sidecar file, ``<journal>-hwm`` beside the real file (where SQLite keeps ``-wal``),
-mode 0o600, with one ``os.pwrite`` (no fsync: measured ~2 us per commit, against the commit's
-own fsync). Recovery, writable opens and ``check`` compare it with the journal: a journal whose
+mode 0o600, with one ``os.pwrite`` (no fsync of its own: what that leaves uncovered is below).
+Recovery, writable opens and ``check`` compare it with the journal: a journal whose
 highest seq (the newest record, or the snapshot's seq) is below the mark lost committed records,
 and raises :class:`~journal.errors.JournalCorrupt` ("journal lost committed records N..M").
 

@@ -99,12 +99,12 @@ class GroupCommitWriter:
         if self._closing or self._failed is not None:
             raise JournalError(f"journal is closed: {self._path}")
         # Not loop.create_future(): the default loop's is an interpreted frame around this
-        # same constructor, on each of 20,000 concurrent schedule() calls.
+        # same constructor, on every schedule().
         fut: asyncio.Future[None] = _Future(loop=self._loop)
         waiters = self._waiters
         # Only the first waiter of a batch wakes the task: the task clears its event only when
-        # it finds no waiter, so later ones find it set. (``Event.is_set`` is interpreted: it
-        # cost a Python call on each of 20,000 concurrent schedules.)
+        # it finds no waiter, so later ones find it set. (Not ``Event.is_set``: it is
+        # interpreted, a Python call on every schedule.)
         if not waiters:
             self._wake.set()
         waiters.append(fut)

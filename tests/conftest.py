@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
-from pg_cluster import pg_server, pg_url  # noqa: F401  # one cluster for the whole session
+
+# tests/pg_cluster.py's fixtures (pg_server, pg_url): one cluster for the whole session.
+pytest_plugins = ["pg_cluster"]
 
 # CI (CI=true) runs every property test on a fixed sequence of examples, so a landing is never
 # decided by the draw; developers' runs keep exploring new examples (how the crash model found

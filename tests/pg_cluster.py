@@ -1,5 +1,6 @@
 """A throwaway PostgreSQL cluster for the PostgreSQL tests (tests/postgres, tests/nodes), and a
-fresh database each. ``tests/conftest.py`` imports the fixtures, so one cluster serves a session.
+fresh database each. ``tests/conftest.py`` loads this module as a plugin (``pytest_plugins``),
+so one cluster serves a session.
 
 The session fixture :func:`pg_server` runs ``initdb`` and ``pg_ctl`` (Debian's ``postgresql``
 package) in a temporary folder on a free loopback port, with fsync off (a test cluster need not

@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 
 from bench.compare.config import Config
 from bench.compare.measure import RATE, Comparison, Contender, Figure, Metrics
+from journal.state import STATE_CODE, SUCCEEDED
 
 #: Environment: a PostgreSQL server URL (without it the figure is skipped).
 URL_ENV: Final = "WHEEL_ENGINE_BENCH_POSTGRES"
@@ -73,7 +74,10 @@ class Sizes(NamedTuple):
 
 FIGURE = Figure("8", RATE, ("schedule", "lag_p99", "failover"))
 
-_ENGINE_DONE = "SELECT count(*), max(updated_at) FROM wheel_timers WHERE state = 2 AND key LIKE %s"
+_SUCCEEDED = STATE_CODE[SUCCEEDED]
+_ENGINE_DONE = (
+    f"SELECT count(*), max(updated_at) FROM wheel_timers WHERE state = {_SUCCEEDED} AND key LIKE %s"
+)
 _ENGINE_LAG = (
     "SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY first_attempt_at - due)"
     " FROM wheel_timers WHERE key LIKE %s"
@@ -364,7 +368,9 @@ def _failover(url: str, cluster: _Cluster) -> float:
         "the killed node's timers",
         lambda: (
             _sql(
-                url, "SELECT count(*) FROM wheel_timers WHERE state = 2 AND key = ANY(%s)", (keys,)
+                url,
+                f"SELECT count(*) FROM wheel_timers WHERE state = {_SUCCEEDED} AND key = ANY(%s)",
+                (keys,),
             )[0][0]
             == len(keys)
         ),

@@ -28,6 +28,7 @@ from psycopg import Connection
 from journal.postgres.inspection import last_version_sync, schema_version_sync
 from journal.postgres.partitioning import partition_of
 from journal.postgres.schema import SCHEMA_VERSION
+from journal.postgres.states import RUNNING_CODE
 from journal.state import STATES
 
 __all__ = ["CheckReport", "check_sync"]
@@ -46,7 +47,8 @@ _DUPLICATES: Final = (
 _EPOCHS: Final = (
     "SELECT t.key, t.run_epoch, p.epoch FROM wheel_timers t"
     " LEFT JOIN wheel_partitions p ON p.partition = t.partition"
-    " WHERE t.state = 1 AND (t.run_epoch IS NULL OR p.epoch IS NULL OR t.run_epoch > p.epoch)"
+    f" WHERE t.state = {RUNNING_CODE}"
+    " AND (t.run_epoch IS NULL OR p.epoch IS NULL OR t.run_epoch > p.epoch)"
     " ORDER BY t.key LIMIT %s"
 )
 _PARTITION_IDS: Final = "SELECT partition FROM wheel_partitions ORDER BY partition"

@@ -26,6 +26,13 @@ from psycopg import AsyncConnection
 
 from journal.postgres.rows import COLUMNS, StoredTimer, arrays, stored
 from journal.postgres.schema import DB_NOW
+from journal.postgres.states import (
+    DEAD_CODE,
+    FINISHED_CODES,
+    PENDING_CODE,
+    REQUEUED_STATE,
+    RUNNING_CODE,
+)
 from journal.state import CANCELED, DEAD, PENDING, STATE_CODE, SUCCEEDED, TimerState
 
 __all__ = [
@@ -48,10 +55,11 @@ _ATTEMPT: Final = (
     f"   AND p.lease_until > {DB_NOW} FOR SHARE),"
     " mine AS (SELECT r.* FROM req r JOIN owned o"
     "   ON o.partition = r.partition AND o.epoch = r.epoch),"
-    " claimed AS (UPDATE wheel_timers t SET state = 1, attempts = t.attempts + 1,"
+    f" claimed AS (UPDATE wheel_timers t SET state = {RUNNING_CODE}, attempts = t.attempts + 1,"
     f"   run_epoch = m.epoch, first_attempt_at = coalesce(t.first_attempt_at, {DB_NOW}),"
     "   cancel_requested = false"
-    "   FROM mine m WHERE t.key = m.key AND t.version = m.version AND t.state = 0"
+    "   FROM mine m WHERE t.key = m.key AND t.version = m.version"
+    f" AND t.state = {PENDING_CODE}"
     f"   AND t.due <= {DB_NOW}"
     "   RETURNING t.key, t.version, t.attempts, t.first_attempt_at, t.run_epoch)"
     f" SELECT key, version, attempts, first_attempt_at, run_epoch, NULL::float8, {DB_NOW}"
@@ -59,34 +67,36 @@ _ATTEMPT: Final = (
     " UNION ALL"
     f" SELECT t.key, t.version, NULL, NULL, NULL, t.due, {DB_NOW}"
     " FROM mine m JOIN wheel_timers t ON t.key = m.key AND t.version = m.version"
-    f" WHERE t.state = 0 AND t.due > {DB_NOW}"
+    f" WHERE t.state = {PENDING_CODE} AND t.due > {DB_NOW}"
 )
 _FINISH: Final = (
     "UPDATE wheel_timers t SET state = o.state, due = coalesce(o.due, t.due),"
     " last_error = coalesce(o.error, t.last_error), cancel_requested = false,"
-    f" finished_at = CASE WHEN o.state IN (2, 3) THEN {DB_NOW} END"
+    f" finished_at = CASE WHEN o.state IN {FINISHED_CODES} THEN {DB_NOW} END"
     " FROM unnest(%(keys)s::text[], %(versions)s::bigint[], %(epochs)s::bigint[],"
     "   %(states)s::smallint[], %(errors)s::text[], %(dues)s::float8[], %(attempts)s::int[])"
     "   AS o(key, version, epoch, state, error, due, attempt)"
-    " WHERE t.key = o.key AND t.version = o.version AND t.state = 1 AND t.run_epoch = o.epoch"
+    " WHERE t.key = o.key AND t.version = o.version"
+    f" AND t.state = {RUNNING_CODE} AND t.run_epoch = o.epoch"
     " AND (o.attempt IS NULL OR t.attempts = o.attempt)"
     " RETURNING t.key"
 )
 _GIVE_UP: Final = (
-    "UPDATE wheel_timers t SET state = 4, last_error = o.error"
+    f"UPDATE wheel_timers t SET state = {DEAD_CODE}, last_error = o.error"
     " FROM unnest(%(keys)s::text[], %(versions)s::bigint[], %(parts)s::int[],"
     "   %(epochs)s::bigint[], %(errors)s::text[]) AS o(key, version, partition, epoch, error)"
     " JOIN wheel_partitions p ON p.partition = o.partition AND p.epoch = o.epoch"
     f"  AND p.owner = %(node)s AND p.lease_until > {DB_NOW}"
-    " WHERE t.key = o.key AND t.version = o.version AND t.state = 0"
+    f" WHERE t.key = o.key AND t.version = o.version AND t.state = {PENDING_CODE}"
     " RETURNING t.key"
 )
 _UNCLAIM: Final = (
-    "UPDATE wheel_timers t SET state = 0, attempts = t.attempts - 1,"
+    f"UPDATE wheel_timers t SET state = {PENDING_CODE}, attempts = t.attempts - 1,"
     " first_attempt_at = CASE WHEN t.attempts = 1 THEN NULL ELSE t.first_attempt_at END"
     " FROM unnest(%(keys)s::text[], %(versions)s::bigint[], %(epochs)s::bigint[])"
     "   AS o(key, version, epoch)"
-    " WHERE t.key = o.key AND t.version = o.version AND t.state = 1 AND t.run_epoch = o.epoch"
+    " WHERE t.key = o.key AND t.version = o.version"
+    f" AND t.state = {RUNNING_CODE} AND t.run_epoch = o.epoch"
     " AND NOT t.cancel_requested"
     " RETURNING t.key"
 )
@@ -94,16 +104,17 @@ _RUNNING_AT: Final = (
     "SELECT t.key, t.version, t.attempts FROM wheel_timers t"
     " JOIN unnest(%(parts)s::int[], %(epochs)s::bigint[]) AS g(partition, epoch)"
     "   ON t.partition = g.partition AND t.run_epoch = g.epoch"
-    " WHERE t.state = 1"
+    f" WHERE t.state = {RUNNING_CODE}"
 )
 # Like the takeover's reset (``leases._RESET``), for rows this node claimed under the epoch it
 # still holds; the attempts count guards against a claim made after the rows were read.
 _REQUEUE: Final = (
-    "UPDATE wheel_timers t SET state = CASE WHEN t.cancel_requested THEN 3 ELSE 0 END,"
+    f"UPDATE wheel_timers t SET state = {REQUEUED_STATE},"
     f" finished_at = CASE WHEN t.cancel_requested THEN {DB_NOW} END, cancel_requested = false"
     " FROM unnest(%(keys)s::text[], %(versions)s::bigint[], %(epochs)s::bigint[],"
     "   %(attempts)s::int[]) AS o(key, version, epoch, attempts)"
-    " WHERE t.key = o.key AND t.version = o.version AND t.state = 1 AND t.run_epoch = o.epoch"
+    " WHERE t.key = o.key AND t.version = o.version"
+    f" AND t.state = {RUNNING_CODE} AND t.run_epoch = o.epoch"
     " AND t.attempts = o.attempts"
     f" RETURNING {COLUMNS}"
 )

@@ -16,6 +16,7 @@ from psycopg import Connection
 
 from journal.postgres.rows import COLUMNS, StoredTimer, stored
 from journal.postgres.schema import DB_NOW
+from journal.postgres.states import PENDING_CODE
 from journal.state import STATE_CODE, STATES, TimerState
 
 __all__ = [
@@ -47,13 +48,15 @@ _BY_HANDLER: Final = "SELECT handler, state, count(*) FROM wheel_timers GROUP BY
 _EDGES: Final = (
     f"WITH n AS (SELECT {DB_NOW} AS now)"
     " SELECT n.now,"
-    "  (SELECT count(*) FROM wheel_timers t WHERE t.state = 0 AND t.due <= n.now),"
+    f"  (SELECT count(*) FROM wheel_timers t WHERE t.state = {PENDING_CODE} AND t.due <= n.now),"
     "  o.key, o.handler, o.due, x.key, x.handler, x.due"
     " FROM n"
     " LEFT JOIN LATERAL (SELECT t.key, t.handler, t.due FROM wheel_timers t"
-    "   WHERE t.state = 0 AND t.due <= n.now ORDER BY t.due, t.version LIMIT 1) o ON true"
+    f"   WHERE t.state = {PENDING_CODE} AND t.due <= n.now"
+    " ORDER BY t.due, t.version LIMIT 1) o ON true"
     " LEFT JOIN LATERAL (SELECT t.key, t.handler, t.due FROM wheel_timers t"
-    "   WHERE t.state = 0 AND t.due > n.now ORDER BY t.due, t.version LIMIT 1) x ON true"
+    f"   WHERE t.state = {PENDING_CODE} AND t.due > n.now"
+    " ORDER BY t.due, t.version LIMIT 1) x ON true"
 )
 _PARTITIONS: Final = (
     "SELECT partition, owner, epoch, lease_until, acquired_at FROM wheel_partitions"

@@ -36,6 +36,7 @@ from typing import Any, Final
 from psycopg import AsyncConnection
 
 from journal.postgres.schema import DB_NOW, NOTIFY_CHANNEL
+from journal.postgres.states import REQUEUED_STATE, RUNNING_CODE
 
 __all__ = ["DEFAULT_LEASE", "RELEASED", "Lease", "LeaseChange", "Leases"]
 
@@ -82,10 +83,10 @@ _TAKE: Final = (
 # A separate statement of the same transaction, so that its snapshot is taken after the
 # partition rows were locked: any attempt that committed under the old epoch is visible here.
 _RESET: Final = (
-    "UPDATE wheel_timers t SET state = CASE WHEN t.cancel_requested THEN 3 ELSE 0 END,"
+    f"UPDATE wheel_timers t SET state = {REQUEUED_STATE},"
     f" finished_at = CASE WHEN t.cancel_requested THEN {DB_NOW} END, cancel_requested = false"
     " FROM unnest(%(parts)s::int[], %(epochs)s::bigint[]) AS g(partition, epoch)"
-    " WHERE t.partition = g.partition AND t.state = 1 AND t.run_epoch < g.epoch"
+    f" WHERE t.partition = g.partition AND t.state = {RUNNING_CODE} AND t.run_epoch < g.epoch"
 )
 _RELEASE: Final = (
     "UPDATE wheel_partitions p SET owner = NULL, lease_until = 0"

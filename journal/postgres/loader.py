@@ -22,6 +22,7 @@ from psycopg import AsyncConnection
 
 from journal.postgres.rows import COLUMNS, StoredTimer, stored
 from journal.postgres.schema import DB_NOW
+from journal.postgres.states import PENDING_CODE
 
 __all__ = ["DEFAULT_HORIZON", "PAGE", "Horizon"]
 
@@ -36,7 +37,7 @@ _START: Final = (float("-inf"), 0)
 _NOW: Final = f"SELECT {DB_NOW}"
 _PAGE_SQL: Final = (
     f"SELECT {COLUMNS} FROM wheel_timers t"
-    " WHERE t.partition = ANY(%(parts)s::int[]) AND t.state = 0"
+    f" WHERE t.partition = ANY(%(parts)s::int[]) AND t.state = {PENDING_CODE}"
     " AND (t.due, t.version) > (%(due)s::float8, %(version)s::bigint)"
     " AND (t.due, t.version) <= (%(until_due)s::float8, %(until_version)s::bigint)"
     " ORDER BY t.due, t.version LIMIT %(limit)s"

@@ -26,13 +26,14 @@ from typing import Any, Final
 from psycopg import AsyncConnection
 
 from journal.postgres.schema import DB_NOW
+from journal.postgres.states import FINISHED_CODES
 
 __all__ = ["DEFAULT_LIMIT", "prune"]
 
 #: Rows deleted per call at most: a short transaction even with a large backlog.
 DEFAULT_LIMIT: Final = 5_000
 
-_FINISHED: Final = "state IN (2, 3)"  # SUCCEEDED, CANCELED (the partial index's predicate)
+_FINISHED: Final = f"state IN {FINISHED_CODES}"  # the partial index's predicate
 _EXPIRED: Final = f"f.finished_at < {DB_NOW} - %(retention)s"
 # The newest finished row that ``max_retained`` no longer keeps: NULL when all of them fit.
 _CUT: Final = (

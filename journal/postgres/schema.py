@@ -30,6 +30,7 @@ from typing import Any, Final
 from psycopg import AsyncConnection, Connection, sql
 
 from journal.errors import JournalError
+from journal.postgres.states import FINISHED_CODES, PENDING_CODE, RUNNING_CODE
 
 __all__ = [
     "DB_NOW",
@@ -85,11 +86,13 @@ _V1: Final = (
     " updated_at double precision NOT NULL DEFAULT 0,"
     " finished_at double precision)",
     # The loader: pending timers of a partition in (due, version) order.
-    "CREATE INDEX wheel_timers_pending ON wheel_timers (partition, due, version) WHERE state = 0",
+    "CREATE INDEX wheel_timers_pending ON wheel_timers (partition, due, version)"
+    f" WHERE state = {PENDING_CODE}",
     # Failover: rows left running in a partition that changes hands.
-    "CREATE INDEX wheel_timers_running ON wheel_timers (partition) WHERE state = 1",
+    f"CREATE INDEX wheel_timers_running ON wheel_timers (partition) WHERE state = {RUNNING_CODE}",
     # The pruner: finished rows (SUCCEEDED, CANCELED) by finish time.
-    "CREATE INDEX wheel_timers_finished ON wheel_timers (finished_at) WHERE state IN (2, 3)",
+    "CREATE INDEX wheel_timers_finished ON wheel_timers (finished_at)"
+    f" WHERE state IN {FINISHED_CODES}",
     # The change feed: rows written by transactions not yet known to have ended.
     "CREATE INDEX wheel_timers_changes ON wheel_timers (change_xid)",
     "CREATE FUNCTION wheel_stamp() RETURNS trigger LANGUAGE plpgsql AS $$"

@@ -44,6 +44,7 @@ from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import migrate
 from journal.postgres.target import Target
 from journal.postgres.writes import CancelOutcome, Requests, Scheduled, ScheduleRequest
+from journal.urls import is_postgres_url
 
 __all__ = ["PostgresStore", "default_node", "is_postgres_url"]
 
@@ -59,11 +60,6 @@ _OLD_POOL_WAIT: Final = 5.0
 #: Options for every connection: autocommit (each statement its own transaction unless a
 #: ``transaction()`` block says otherwise) and no server-side prepared statements.
 CONNECTION_KWARGS: Final[dict[str, Any]] = {"autocommit": True, "prepare_threshold": None}
-
-
-def is_postgres_url(target: str) -> bool:
-    """True for a ``postgresql://`` or ``postgres://`` URL (what selects this journal)."""
-    return target.startswith(("postgresql://", "postgres://"))
 
 
 def default_node() -> str:

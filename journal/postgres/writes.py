@@ -24,6 +24,7 @@ from journal.postgres.errors import LiveKeyConflict
 from journal.postgres.partitioning import partition_of
 from journal.postgres.rows import COLUMNS, StoredTimer, arrays, stored
 from journal.postgres.schema import DB_NOW, NOTIFY_CHANNEL
+from journal.postgres.states import CANCELED_CODE, DEAD_CODE, LIVE_CODES, PENDING_CODE, RUNNING_CODE
 
 __all__ = [
     "CancelOutcome",
@@ -42,38 +43,43 @@ OnConflict = Literal["replace", "keep", "error"]
 CancelOutcome = Literal["CANCELED", "CANCEL_REQUESTED", "ALREADY_DONE", "NOT_FOUND"]
 _NOTIFY: Final = f"pg_notify('{NOTIFY_CHANNEL}', t.partition::text)"
 #: States a cancel or a "keep"/"error" schedule treats as live (PENDING, RUNNING).
-_LIVE: Final = (0, 1)
+_LIVE: Final = (PENDING_CODE, RUNNING_CODE)
 #: A cancel re-reads and retries when the row changed between its update and its read.
 _CANCEL_TRIES: Final = 3
 
 _UPSERT: Final = (
     "INSERT INTO wheel_timers AS t (key, partition, version, handler, due, payload, state)"
-    " SELECT r.key, r.partition, nextval('wheel_version_seq'), r.handler, r.due, r.payload, 0"
+    " SELECT r.key, r.partition, nextval('wheel_version_seq'), r.handler, r.due, r.payload,"
+    f" {PENDING_CODE}"
     " FROM unnest(%(keys)s::text[], %(parts)s::int[], %(handlers)s::text[],"
     "   %(dues)s::float8[], %(payloads)s::bytea[]) AS r(key, partition, handler, due, payload)"
     " ON CONFLICT (key) DO UPDATE SET version = nextval('wheel_version_seq'),"
-    "  handler = EXCLUDED.handler, due = EXCLUDED.due, payload = EXCLUDED.payload, state = 0,"
+    "  handler = EXCLUDED.handler, due = EXCLUDED.due, payload = EXCLUDED.payload,"
+    f" state = {PENDING_CODE},"
     "  attempts = 0, last_error = NULL, first_attempt_at = NULL, run_epoch = NULL,"
     "  cancel_requested = false, finished_at = NULL"
     " {only_finished}"
     f" RETURNING {COLUMNS}, {_NOTIFY}"
 )
 _REPLACE: Final = _UPSERT.format(only_finished="")
-_UNLESS_LIVE: Final = _UPSERT.format(only_finished="WHERE t.state NOT IN (0, 1)")
+_UNLESS_LIVE: Final = _UPSERT.format(only_finished=f"WHERE t.state NOT IN {LIVE_CODES}")
 _READ: Final = f"SELECT {COLUMNS} FROM wheel_timers t WHERE t.key = ANY(%s::text[])"
 _CANCEL: Final = (
-    "UPDATE wheel_timers t SET state = CASE WHEN t.state = 0 THEN 3 ELSE 1 END,"
-    f" cancel_requested = (t.state = 1), finished_at = CASE WHEN t.state = 0 THEN {DB_NOW} END"
-    " WHERE t.key = %(key)s AND t.state IN (0, 1)"
+    "UPDATE wheel_timers t"
+    f" SET state = CASE WHEN t.state = {PENDING_CODE} THEN {CANCELED_CODE} ELSE {RUNNING_CODE} END,"
+    f" cancel_requested = (t.state = {RUNNING_CODE}),"
+    f" finished_at = CASE WHEN t.state = {PENDING_CODE} THEN {DB_NOW} END"
+    f" WHERE t.key = %(key)s AND t.state IN {LIVE_CODES}"
     " AND (%(version)s::bigint IS NULL OR t.version = %(version)s::bigint)"
     f" RETURNING t.state, {_NOTIFY}"
 )
 _STATE_OF: Final = "SELECT version, state FROM wheel_timers WHERE key = %s"
 _REDRIVE: Final = (
-    "UPDATE wheel_timers t SET version = nextval('wheel_version_seq'), state = 0, attempts = 0,"
+    "UPDATE wheel_timers t SET version = nextval('wheel_version_seq'),"
+    f" state = {PENDING_CODE}, attempts = 0,"
     f" due = coalesce(%(at)s::float8, {DB_NOW}), first_attempt_at = NULL, run_epoch = NULL,"
     " cancel_requested = false, finished_at = NULL"
-    " WHERE t.key = %(key)s AND t.state = 4"
+    f" WHERE t.key = %(key)s AND t.state = {DEAD_CODE}"
     " AND (%(version)s::bigint IS NULL OR t.version = %(version)s::bigint)"
     f" RETURNING {COLUMNS}, {_NOTIFY}"
 )

@@ -10,15 +10,12 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
+from journal.urls import is_postgres_url
+
 if TYPE_CHECKING:
     from wheel_engine.nodes.node import Node
 
 __all__ = ["check_node_options", "default_node", "is_postgres_url", "node_for"]
-
-
-def is_postgres_url(target: object) -> bool:
-    """True for a ``postgresql://`` or ``postgres://`` URL (what selects the PostgreSQL store)."""
-    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
 def default_node() -> str:

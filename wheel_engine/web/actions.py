@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from journal.urls import is_postgres_url
 from wheel_engine.admin.protocol import AdminError, AdminUnavailable, RemoteError, admin_path
 from wheel_engine.web.config import Settings
 from wheel_engine.web.errors import Refused
@@ -69,7 +70,7 @@ class Actions:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.postgres = settings.db.startswith(("postgresql://", "postgres://"))
+        self.postgres = is_postgres_url(settings.db)
         self._bulk_lock = threading.Lock()
         self._last_bulk = -1e18
         self._client: PostgresClient | None = None

@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from journal.urls import is_postgres_url
 from wheel_engine.cli.output import fmt_age, fmt_duration, fmt_time
 from wheel_engine.web.actions import Actions
 from wheel_engine.web.config import Settings
@@ -31,9 +32,7 @@ T = TypeVar("T")
 
 
 def open_source(settings: Settings) -> Source:
-    from wheel_engine.cli.pg import is_url
-
-    if is_url(settings.db):
+    if is_postgres_url(settings.db):
         from wheel_engine.web.pg_source import PostgresSource
 
         return PostgresSource(settings.db, show_payloads=settings.show_payloads)

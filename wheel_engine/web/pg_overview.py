@@ -1,10 +1,10 @@
 """The overview of a PostgreSQL journal, computed by the database and served from a cache.
 
 PostgreSQL has no index that counts: timers by handler and state, the DEAD ones by error and
-the pending ones by due time each read every matching row (about 1 s together on 1,000,000
-timers here: ``python -m bench.compare.web_overview --postgres URL``). So a request never
-waits for them: it gets the last overview computed, and when that is older than ``max_age``
-seconds it asks for a new one in the background (one at a time, on a connection of its own).
+the pending ones by due time each read every matching row (seconds, on a large journal). So a
+request never waits for them: it gets the last overview computed, and when that is older than
+``max_age`` seconds it asks for a new one in the background (one at a time, on a connection of
+its own).
 Only the very first request waits. An idle console costs the database nothing; one watched
 page costs one recount per ``max_age``. The overview says how old it is (``age_seconds``).
 
@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from journal.postgres.inspection import handler_counts_sync
 from journal.postgres.schema import DB_NOW
+from journal.postgres.states import DEAD_CODE, PENDING_CODE
 from wheel_engine.web.source import (
     DAY_BUCKETS,
     DEAD_GROUPS,
@@ -42,12 +43,12 @@ _DUE: Final = (
     f"WITH n AS (SELECT {DB_NOW} AS now)"
     " SELECT n.now, CASE WHEN t.due <= n.now THEN -1"
     "  ELSE floor((t.due - n.now) / %(step)s)::int END AS b, count(*)"
-    " FROM n LEFT JOIN wheel_timers t ON t.state = 0 AND t.due <= n.now + %(span)s"
+    f" FROM n LEFT JOIN wheel_timers t ON t.state = {PENDING_CODE} AND t.due <= n.now + %(span)s"
     " GROUP BY n.now, b"
 )
 _DEAD: Final = (
     "SELECT handler, left(split_part(btrim(coalesce(last_error, ''), E' \\n'), E'\\n', 1),"
-    f" {ERROR_WIDTH}), count(*) FROM wheel_timers WHERE state = 4 GROUP BY 1, 2"
+    f" {ERROR_WIDTH}), count(*) FROM wheel_timers WHERE state = {DEAD_CODE} GROUP BY 1, 2"
     f" ORDER BY 3 DESC, 1, 2 LIMIT {DEAD_GROUPS}"
 )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.postgres.rows import COLUMNS, stored
+from journal.postgres.states import DEAD_CODE
 from journal.state import STATE_CODE
 from wheel_engine.cli.pg import mask_url
 from wheel_engine.web.pg_overview import CachedOverview
@@ -32,7 +33,7 @@ _PAGE: Final = (
     " ORDER BY t.key LIMIT %(limit)s::bigint"
 )
 _DEAD_KEYS: Final = (
-    "SELECT key FROM wheel_timers WHERE state = 4"
+    f"SELECT key FROM wheel_timers WHERE state = {DEAD_CODE}"
     " AND (%(handler)s::text IS NULL OR handler = %(handler)s::text)"
     " AND (%(prefix)s::text IS NULL OR starts_with(key, %(prefix)s::text)) ORDER BY key"
 )

@@ -23,8 +23,8 @@ class Level(Generic[T]):
     non-empty exactly when bit ``s`` of :attr:`occupied` is set, so the first non-empty slot is
     found with bit arithmetic instead of a scan (:func:`~.slots.lowest_slot`). A list gives O(1)
     insert (append) and O(1) removal (:func:`unlink`: the last entry takes the removed one's
-    place, found by its ``pos``), and costs about 9 bytes per entry where a dict used as a set
-    cost about 40; the order within a slot is lost, which nothing needs (a slot comes out
+    place, found by its ``pos``), and costs a fraction of a dict used as a set (one pointer per
+    entry, no hash table); the order within a slot is lost, which nothing needs (a slot comes out
     sorted by ``(tick, seq)``).
 
     ``ident`` is this object's index in the wheel's table of level objects: an entry's ``where``

@@ -27,7 +27,7 @@ from typing import Final
 
 #: Bits of the tick that one level consumes: a level has ``1 << SLOT_BITS`` (64) slots.
 #: (These three are ``Final`` so that compiled code inlines them instead of looking each up
-#: in the module's globals on every insert: about 430 instructions per insert.)
+#: in the module's globals on every insert.)
 SLOT_BITS: Final = 6
 #: Slots per level; a level's occupancy bitmap is an int of this many bits.
 SLOTS: Final = 1 << SLOT_BITS

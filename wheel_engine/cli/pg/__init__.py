@@ -15,10 +15,10 @@ import importlib
 import urllib.parse
 from typing import Any, Final
 
-__all__ = ["command_for", "is_url", "mask_url", "scrub"]
+from journal.urls import is_postgres_url
 
-#: The schemes libpq takes as a connection URI.
-SCHEMES: Final = ("postgresql://", "postgres://")
+__all__ = ["command_for", "mask_url", "scrub"]
+
 #: What a password is replaced with in anything shown.
 MASK: Final = "***"
 #: A bare password shorter than this is not searched for in error texts: it would match inside
@@ -37,15 +37,10 @@ _COMMANDS: Final = {
 }
 
 
-def is_url(target: object) -> bool:
-    """True for a PostgreSQL connection URL (what selects this package's commands)."""
-    return isinstance(target, str) and target.startswith(SCHEMES)
-
-
 def command_for(args: argparse.Namespace) -> Any:
     """The PostgreSQL command for ``args``, or None when its DB is not a URL (or the command
     takes no DB)."""
-    if not is_url(getattr(args, "db", None)) or args.command not in _COMMANDS:
+    if not is_postgres_url(getattr(args, "db", None)) or args.command not in _COMMANDS:
         return None
     module, name = _COMMANDS[args.command]
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -1,0 +1,43 @@
+"""What a journal's ``meta`` table says: a leaf, so that the schema and its migration can both
+name it without importing each other."""
+
+from __future__ import annotations
+
+__all__ = ["MetaInfo"]
+
+
+class MetaInfo:
+    """What ``meta`` says, plus the tail's extent."""
+
+    __slots__ = (
+        "journal_id",
+        "max_seq",
+        "max_version",
+        "schema_version",
+        "snapshot_rows",
+        "snapshot_seq",
+        "tail_records",
+    )
+
+    def __init__(
+        self,
+        schema_version: int,
+        snapshot_seq: int,
+        max_version: int,
+        max_seq: int,
+        tail_records: int,
+        journal_id: bytes | None = None,
+        snapshot_rows: int | None = None,
+    ) -> None:
+        self.schema_version = schema_version
+        self.snapshot_seq = snapshot_seq
+        self.max_version = max_version
+        self.max_seq = max_seq  #: highest seq in the file: the newest record or snapshot_seq
+        self.tail_records = tail_records
+        self.journal_id = journal_id  #: None before schema 2
+        self.snapshot_rows = snapshot_rows  #: rows ``snapshot`` must have; None before schema 2
+
+    @property
+    def sealed(self) -> bool:
+        """Rows carry checksums (schema 2 and later)."""
+        return self.schema_version >= 2
