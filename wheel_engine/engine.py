@@ -20,19 +20,21 @@ from wheel_engine import signals
 from wheel_engine.clock import Clock, SystemClock
 from wheel_engine.commits import Commits
 from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
+from wheel_engine.engine_stats import engine_stats
 from wheel_engine.errors import EngineError
 from wheel_engine.events import EventBus, Subscriber
 from wheel_engine.firing import Trigger
 from wheel_engine.front import Front
 from wheel_engine.front import schedule as front_schedule
 from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
+from wheel_engine.local_storage import LocalStorage
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.nodes.options import check_node_options, node_for
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.scheduling import Scheduler
 from wheel_engine.starting import Starter
-from wheel_engine.stats import Counters, engine_stats
-from wheel_engine.storage import LocalStorage, Storage
+from wheel_engine.stats import Counters
+from wheel_engine.storage import Storage
 from wheel_engine.timers import TimerTable
 from wheel_engine.validation import (
     RequestChecker,

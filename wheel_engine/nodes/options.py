@@ -6,24 +6,17 @@ Stdlib only: an engine on a SQLite file imports this to reject the options, neve
 from __future__ import annotations
 
 import math
-import os
-import socket
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from wheel_engine.nodes.node import Node
 
-__all__ = ["check_node_options", "default_node", "is_postgres_url", "node_for"]
+__all__ = ["check_node_options", "is_postgres_url", "node_for"]
 
 
 def is_postgres_url(target: object) -> bool:
     """True for a ``postgresql://`` or ``postgres://`` URL (what selects the PostgreSQL store)."""
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
-
-
-def default_node() -> str:
-    """The node name when none is given: host name and process id (unique per process)."""
-    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 def _seconds(name: str, value: object) -> None:
