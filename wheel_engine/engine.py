@@ -317,7 +317,7 @@ class Engine:
         (what a restart gives too): tuples come back as lists.
 
         A coroutine, as from an ``async def``: nothing happens until it runs (awaited, or as a
-        task). It is compiled (:mod:`wheel_engine.front`).
+        task); its body is :func:`wheel_engine.front.schedule`.
         """
         return front_schedule(self._front, handler, at, delay, payload, key, on_conflict)
 

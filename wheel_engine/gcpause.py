@@ -2,8 +2,8 @@
 
 A bulk schedule or a recovery allocates hundreds of thousands of objects that all stay alive.
 CPython's cyclic collector runs every 700 net allocations and, as the heap grows, full
-collections; none of them can free anything here, and measured on 100,000-timer
-``schedule_many`` calls they were about 45% of the time. So these sections pause the collector
+collections; none of them can free anything here, and on bulk sections they were a large
+share of the time (``docs/design.md``). So these sections pause the collector
 and restore it after. They never await, but for the recovery in ``Engine.start()``, which awaits
 its worker thread: other tasks may run meanwhile, without the cycle detector. Reference
 counting still frees garbage at once; only the cycle detector waits until the section ends
@@ -25,8 +25,8 @@ def gc_paused(size: int, *, keep: bool = False) -> Iterator[None]:
 
     ``keep``: the section's objects are kept for long (a recovery's timers). Without it, the
     first allocation after the pause runs a young-generation collection that walks every
-    object the section made (measured: 0.14 s for 1M recovered timers, inside
-    ``Engine.start()``), and the next middle-generation one walks them again, to no avail.
+    object the section made (for a recovery, inside ``Engine.start()``), and the next
+    middle-generation one walks them again, to no avail.
     With it, the survivors move straight to the oldest generation, by ``gc.freeze()`` then
     ``gc.unfreeze()`` (two list splices, O(1)), as two collections would have moved them; the
     next full collection looks at them as it would have. The process's other young objects

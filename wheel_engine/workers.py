@@ -144,7 +144,7 @@ class WorkerPool:
         """Run committed attempts. One task serves many firings; it ends when none is left.
 
         The attempt is run in this loop itself, not in a coroutine of its own: one coroutine
-        object less per firing (measured: 1 us of 3 per no-op async firing in memory).
+        object less per firing.
         Shutdown's cancellation propagates: that attempt is not acknowledged.
         """
         task = asyncio.current_task()
