@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from wheel_engine import signals
+from wheel_engine.backends import Backend, backend_for
 from wheel_engine.clock import Clock, SystemClock
 from wheel_engine.commits import Commits
 from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
@@ -119,11 +120,11 @@ class Engine:
         self._table = TimerTable(
             self._handlers, tick=self.tick, retention=self.retention, max_retained=max_retained
         )
-        self._node = node_for(
+        self._node = on_node = node_for(
             path, node, lease, horizon, (self.retention, max_retained), connect_timeout
         )
         # On PostgreSQL the database decides on_conflict="error", not this node's memory.
-        live = self._table.timers if self._node is None else {}
+        live = self._table.timers if on_node is None else {}
         self._check = RequestChecker(self._handlers, live, max_payload_bytes)
         self._commits = Commits(self._table, self.clock, compact_min_records=compact_min_records)
         self._trigger = Trigger(self._table, self.clock, clock_check)
@@ -141,10 +142,14 @@ class Engine:
         self._scheduler = Scheduler(
             self._table, self._commits, self._stats, self.clock, self._trigger, self._pool, events
         )
-        self._local = LocalStorage(self._scheduler, self._commits, self._table, self._check)
-        self._storage: Storage = self._local  # Node.open() replaces it on PostgreSQL
+        local = LocalStorage(self._scheduler, self._commits, self._table, self._check)
+        parts = (self._table, self._trigger, self._pool, self._commits, self._stats)
+        self._backend: Backend = backend_for(
+            self.path, durability, on_node, local, (*parts, self._check, events)
+        )
+        self._storage: Storage = local  # the backend's own, once open
         durable = self.path is not None
-        self._front = Front(self.clock, self._check, self._scheduler, self._local, durable=durable)
+        self._front = Front(self.clock, self._check, self._scheduler, local, durable=durable)
         self._started = False
         self._close_begun = False
         self._closed = asyncio.Event()  # set once close() has finished
@@ -154,7 +159,7 @@ class Engine:
     @property
     def journal(self) -> Journal | None:
         """The open SQLite journal (None in memory, on PostgreSQL, or before :meth:`start`)."""
-        return None if self._node is not None else cast("Journal | None", self._commits.journal)
+        return self._backend.journal()
 
     # ------------------------------------------------------------------ handlers
     def handler(
@@ -215,13 +220,9 @@ class Engine:
             raise EngineError("engine already started")
         loop = asyncio.get_running_loop()
         self._table.start_wheel(self.clock.time())
-        if self._node is not None:
-            parts = (self._table, self._trigger, self._pool, self._commits, self._stats)
-            self._storage = await self._node.open(*parts, self._check, self.clock, self._events)
-        elif self.path is not None:
-            await self._local.open(self.path, self.durability, self.clock)
+        self._storage = await self._backend.open(self.clock)
         self._started = True
-        self._front.open(self._storage, local=self._node is None)
+        self._front.open(self._storage, local=not self._backend.shared)
         self.clock.attach(self)
         self._starter.start(loop)
         self._trigger.start(loop, self._starter.enqueue)
@@ -256,8 +257,7 @@ class Engine:
             if self._starter.running and grace > 0:
                 await self._starter.wait_idle(grace)
             await self._pool.cancel_all()
-            if self._node is not None:
-                await self._node.stop()  # the loops; closing the journal releases partitions
+            await self._backend.stop()
             await self._commits.close()
         finally:
             self.clock.detach(self)
@@ -366,7 +366,8 @@ class Engine:
         """Counts by state, counters since start, lateness (seconds) and journal size; on
         PostgreSQL also this ``node`` and the ``partitions`` it owns."""
         stats = engine_stats(self._table, self._starter.running, self._stats, self._commits)
-        return stats if self._node is None else {**stats, **self._node.stats()}
+        extra = self._backend.stats()  # the node's figures on PostgreSQL
+        return {**stats, **extra} if extra else stats
 
     # ------------------------------------------------- dead letters, compaction, test support
     async def redrive(self, key: str, *, at: datetime | float | None = None) -> TimerInfo:
