@@ -20,12 +20,12 @@ if TYPE_CHECKING:
     from wheel_engine.clock import Clock
     from wheel_engine.commits import Commits
     from wheel_engine.events import EventBus
-    from wheel_engine.firing import Trigger
     from wheel_engine.local_storage import LocalStorage
     from wheel_engine.nodes.node import Node
     from wheel_engine.stats import Counters
     from wheel_engine.storage import Storage
     from wheel_engine.timers import TimerTable
+    from wheel_engine.trigger import Trigger
     from wheel_engine.validation import RequestChecker
     from wheel_engine.workers import WorkerPool
 

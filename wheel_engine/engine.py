@@ -24,7 +24,6 @@ from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
 from wheel_engine.engine_stats import engine_stats
 from wheel_engine.errors import EngineError
 from wheel_engine.events import EventBus, Subscriber
-from wheel_engine.firing import Trigger
 from wheel_engine.front import Front
 from wheel_engine.front import schedule as front_schedule
 from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
@@ -37,6 +36,7 @@ from wheel_engine.starting import Starter
 from wheel_engine.stats import Counters
 from wheel_engine.storage import Storage
 from wheel_engine.timers import TimerTable
+from wheel_engine.trigger import Trigger
 from wheel_engine.validation import (
     RequestChecker,
     check_engine_options,

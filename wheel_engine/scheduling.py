@@ -30,13 +30,13 @@ from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.errors import EngineError, TimerNotFound
 from wheel_engine.events import EventBus
-from wheel_engine.firing import Trigger
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
 from wheel_engine.plain_requests import plain_head
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL, Timer, ticked
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
+from wheel_engine.trigger import Trigger
 from wheel_engine.validation import RequestChecker, ScheduleRequest
 from wheel_engine.workers import WorkerPool
 
