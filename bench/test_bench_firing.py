@@ -1,4 +1,4 @@
-"""Micro benchmarks of the fire path alone (``wheel_engine/firing.py``, ``starting.py``,
+"""Micro benchmarks of the fire path alone (``wheel_engine/trigger.py``, ``starting.py``,
 ``inline.py``, ``workers.py``, ``outcomes.py``), each next to asyncio's own timers firing.
 
 Run: ``.venv/bin/python -m pytest bench/test_bench_firing.py --benchmark-only -q``

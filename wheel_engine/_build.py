@@ -45,7 +45,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.timer",
     "wheel_engine.retention",
     "wheel_engine.restoring",
-    "wheel_engine.firing",
+    "wheel_engine.trigger",
     "wheel_engine.scheduling",
     "wheel_engine.front",
     "wheel_engine.plain_requests",

@@ -65,8 +65,7 @@ class Commits:
             await journal.close()
             raise
         # Each commit checks for compaction once: schedule()'s common case (Scheduler.
-        # settle_fresh) does not, since that check, an interpreted call, cost about 3,800
-        # instructions on each of 20,000 concurrent calls that one batch commits.
+        # settle_fresh) does not, as that check is an interpreted call per schedule.
         journal.after_commit = self.maybe_compact
         self.journal = journal
         return recovered
@@ -132,8 +131,7 @@ class Commits:
         them anyway) and undoes nothing: the change stands in memory as it will in the journal.
         Only if that commit then also fails do the two differ until the next start; no promise
         was broken, since that caller was never told the change was made. Watching for that
-        double fault cost a callback and a future per call, which halved the throughput of
-        10,000 concurrent schedules.
+        double fault would cost a callback and a future per call.
         """
         journal = self.journal
         assert journal is not None

@@ -17,23 +17,26 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from wheel_engine import signals
+from wheel_engine.backends import Backend, backend_for
 from wheel_engine.clock import Clock, SystemClock
 from wheel_engine.commits import Commits
 from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
+from wheel_engine.engine_stats import engine_stats
 from wheel_engine.errors import EngineError
 from wheel_engine.events import EventBus, Subscriber
-from wheel_engine.firing import Trigger
 from wheel_engine.front import Front
 from wheel_engine.front import schedule as front_schedule
 from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
+from wheel_engine.local_storage import LocalStorage
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.nodes.options import check_node_options, node_for
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.scheduling import Scheduler
 from wheel_engine.starting import Starter
-from wheel_engine.stats import Counters, engine_stats
-from wheel_engine.storage import LocalStorage, Storage
+from wheel_engine.stats import Counters
+from wheel_engine.storage import Storage
 from wheel_engine.timers import TimerTable
+from wheel_engine.trigger import Trigger
 from wheel_engine.validation import (
     RequestChecker,
     check_engine_options,
@@ -117,11 +120,11 @@ class Engine:
         self._table = TimerTable(
             self._handlers, tick=self.tick, retention=self.retention, max_retained=max_retained
         )
-        self._node = node_for(
+        self._node = on_node = node_for(
             path, node, lease, horizon, (self.retention, max_retained), connect_timeout
         )
         # On PostgreSQL the database decides on_conflict="error", not this node's memory.
-        live = self._table.timers if self._node is None else {}
+        live = self._table.timers if on_node is None else {}
         self._check = RequestChecker(self._handlers, live, max_payload_bytes)
         self._commits = Commits(self._table, self.clock, compact_min_records=compact_min_records)
         self._trigger = Trigger(self._table, self.clock, clock_check)
@@ -139,10 +142,14 @@ class Engine:
         self._scheduler = Scheduler(
             self._table, self._commits, self._stats, self.clock, self._trigger, self._pool, events
         )
-        self._local = LocalStorage(self._scheduler, self._commits, self._table, self._check)
-        self._storage: Storage = self._local  # Node.open() replaces it on PostgreSQL
+        local = LocalStorage(self._scheduler, self._commits, self._table, self._check)
+        parts = (self._table, self._trigger, self._pool, self._commits, self._stats)
+        self._backend: Backend = backend_for(
+            self.path, durability, on_node, local, (*parts, self._check, events)
+        )
+        self._storage: Storage = local  # the backend's own, once open
         durable = self.path is not None
-        self._front = Front(self.clock, self._check, self._scheduler, self._local, durable=durable)
+        self._front = Front(self.clock, self._check, self._scheduler, local, durable=durable)
         self._started = False
         self._close_begun = False
         self._closed = asyncio.Event()  # set once close() has finished
@@ -152,7 +159,7 @@ class Engine:
     @property
     def journal(self) -> Journal | None:
         """The open SQLite journal (None in memory, on PostgreSQL, or before :meth:`start`)."""
-        return None if self._node is not None else cast("Journal | None", self._commits.journal)
+        return self._backend.journal()
 
     # ------------------------------------------------------------------ handlers
     def handler(
@@ -213,13 +220,9 @@ class Engine:
             raise EngineError("engine already started")
         loop = asyncio.get_running_loop()
         self._table.start_wheel(self.clock.time())
-        if self._node is not None:
-            parts = (self._table, self._trigger, self._pool, self._commits, self._stats)
-            self._storage = await self._node.open(*parts, self._check, self.clock, self._events)
-        elif self.path is not None:
-            await self._local.open(self.path, self.durability, self.clock)
+        self._storage = await self._backend.open(self.clock)
         self._started = True
-        self._front.open(self._storage, local=self._node is None)
+        self._front.open(self._storage, local=not self._backend.shared)
         self.clock.attach(self)
         self._starter.start(loop)
         self._trigger.start(loop, self._starter.enqueue)
@@ -254,8 +257,7 @@ class Engine:
             if self._starter.running and grace > 0:
                 await self._starter.wait_idle(grace)
             await self._pool.cancel_all()
-            if self._node is not None:
-                await self._node.stop()  # the loops; closing the journal releases partitions
+            await self._backend.stop()
             await self._commits.close()
         finally:
             self.clock.detach(self)
@@ -315,7 +317,7 @@ class Engine:
         (what a restart gives too): tuples come back as lists.
 
         A coroutine, as from an ``async def``: nothing happens until it runs (awaited, or as a
-        task). It is compiled (:mod:`wheel_engine.front`).
+        task); its body is :func:`wheel_engine.front.schedule`.
         """
         return front_schedule(self._front, handler, at, delay, payload, key, on_conflict)
 
@@ -364,7 +366,8 @@ class Engine:
         """Counts by state, counters since start, lateness (seconds) and journal size; on
         PostgreSQL also this ``node`` and the ``partitions`` it owns."""
         stats = engine_stats(self._table, self._starter.running, self._stats, self._commits)
-        return stats if self._node is None else {**stats, **self._node.stats()}
+        extra = self._backend.stats()  # the node's figures on PostgreSQL
+        return {**stats, **extra} if extra else stats
 
     # ------------------------------------------------- dead letters, compaction, test support
     async def redrive(self, key: str, *, at: datetime | float | None = None) -> TimerInfo:

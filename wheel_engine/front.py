@@ -4,11 +4,10 @@
 replaces: nothing is checked, changed or written until the coroutine first runs (awaited, or
 as a task), errors are raised from the await, and cancelling it while it waits for its commit
 undoes nothing (:meth:`Scheduler.settle_fresh
-<wheel_engine.scheduling.Scheduler.settle_fresh>`). What changes is the cost: compiled, a task
+<wheel_engine.scheduling.Scheduler.settle_fresh>`). Why a compiled module of its own: a task
 drives the coroutine with no interpreted frame, and while it waits for its commit it is one
-object that holds the timer and the future itself. 20,000 concurrent ``schedule()`` calls each
-ran an interpreted coroutine, the gate check and the clock call around it, and kept a tuple
-of (timer, future, due) alive for the cyclic collector to walk.
+object that holds the timer and the future itself, few objects for the cyclic collector to walk
+(``docs/design.md``, "Measured in the core").
 
 The gate: an engine takes work from :meth:`Front.open` (``start()``) until
 :meth:`Front.close` (``close()``, or a simulated crash); before and after, every public call

@@ -1,13 +1,13 @@
 """The plainest ``schedule_many`` request, recognised without the request checker.
 
 :class:`~wheel_engine.validation.RequestChecker` checks every request fully, raising
-``ValueError`` and ``TypeError`` exactly as the contract says: about 8,000 instructions a
-request while it was interpreted, a third of what ``schedule_many`` cost per timer in memory
-(about 2,000 compiled, and building its ``ScheduleRequest`` is part of that). Most requests
-of a batch have one shape: a ``dict`` of a registered handler's name and one plain number,
-``{"handler": h, "at": t}`` or ``{"handler": h, "delay": d}``. :func:`plain_due` recognises
-exactly that shape, compiled, and returns the due time the checker would give; anything else,
-bad input included, is left to the checker, which then raises or accepts as before.
+``ValueError`` and ``TypeError`` exactly as the contract says, a large share of what
+``schedule_many`` costs per timer in memory (``docs/design.md``, "Measured in the core").
+Most requests of a batch have one shape: a ``dict`` of a registered handler's name and one
+plain number, ``{"handler": h, "at": t}`` or ``{"handler": h, "delay": d}``. :func:`plain_due`
+recognises exactly that shape, compiled, and returns the due time the checker would give;
+anything else, bad input included, is left to the checker, which then raises or accepts as
+before.
 
 Guaranteed: for a request :func:`plain_due` accepts, ``RequestChecker.request`` accepts it too,
 with the same handler and due time, no payload, no key and ``on_conflict="replace"``

@@ -30,13 +30,13 @@ from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.errors import EngineError, TimerNotFound
 from wheel_engine.events import EventBus
-from wheel_engine.firing import Trigger
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
 from wheel_engine.plain_requests import plain_head
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL, Timer, ticked
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
+from wheel_engine.trigger import Trigger
 from wheel_engine.validation import RequestChecker, ScheduleRequest
 from wheel_engine.workers import WorkerPool
 
@@ -148,11 +148,9 @@ class Scheduler:
         else runs), awaits it and then calls :meth:`settle_fresh`, also when the await raised.
         If the journal is closed, this raises before anything changes.
 
-        Why: 10,000 concurrent ``schedule()`` calls each kept four coroutines and five lists and
-        tuples alive while they waited for their commit, and the cyclic collector, which runs
-        every 700 live allocations and now and then walks every object, took over half of their
-        time (see ``docs/design.md``). While it waits, its caller (``front.schedule``) keeps
-        alive its coroutine, the timer and the future, no tuple of them.
+        Why: every object a waiting ``schedule()`` keeps alive is walked by the cyclic collector
+        (``docs/design.md``); while it waits, its caller (``front.schedule``) keeps alive its
+        coroutine, the timer and the future, no tuple of them.
         """
         journal = self._commits.journal
         key = request.key
@@ -169,7 +167,7 @@ class Scheduler:
         self.next_version = version + 1
         timer = Timer(key, version, handler, due, request.payload)
         self._timers[key] = timer
-        # TimerTable.insert, inline: its interpreted frame was about 3,000 instructions a call.
+        # TimerTable.insert, inline: timers.py is interpreted, and a frame per call costs.
         self._table.wheel.insert_entry(ticked(timer, self._tick))
         trigger = self._trigger
         armed = trigger.armed_tick

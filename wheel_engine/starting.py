@@ -36,7 +36,7 @@ from wheel_engine.storage import Claims
 from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer
 from wheel_engine.timers import PENDING, RUNNING, TimerTable
 from wheel_engine.wheel.entry import DETACHED
-from wheel_engine.workers import WorkerPool
+from wheel_engine.workers import SlotOwner, WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ JOURNAL_RETRY_DELAY = 1.0  # seconds before re-dispatching a batch whose attempt
 _new_tuple = tuple.__new__
 
 
-class Starter:
+class Starter(SlotOwner):
     """The queue of due timers and the groups that start from it; see the module docstring.
 
     ``running`` counts attempts started (or committing) and not yet ended; ``idle`` is set

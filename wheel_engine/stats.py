@@ -1,5 +1,5 @@
-"""Counters and a lateness reservoir for ``Engine.stats()``, its assembly, and the project's
-one percentile.
+"""Counters and a lateness reservoir for ``Engine.stats()`` (assembled in
+:mod:`wheel_engine.engine_stats`), and the project's one percentile.
 
 :func:`percentiles` is the only definition of a percentile in the project: ``stats()``'s
 ``lag_p50``/``lag_p99``, the demo's report and the benchmarks' lateness figure all use it, so
@@ -11,15 +11,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from wheel_engine._build import compiled
-
-if TYPE_CHECKING:
-    from wheel_engine.commits import Commits
-    from wheel_engine.timers import TimerTable
-
-__all__ = ["LAG_SAMPLES", "Counters", "engine_stats", "percentiles"]
+__all__ = ["LAG_SAMPLES", "Counters", "percentiles"]
 
 LAG_SAMPLES = 10_000  # recent firings kept for the lateness percentiles
 
@@ -102,21 +96,3 @@ class Counters:
             "lag_p99": p99,
             "lag_max": self.lag_max,
         }
-
-
-def engine_stats(
-    table: TimerTable, running: int, counters: Counters, commits: Commits
-) -> dict[str, Any]:
-    """``Engine.stats()``: O(1) but for the lag percentiles (metrics scrape it on a live loop)."""
-    journal = commits.journal
-    return {
-        "pending": table.pending(),
-        "running": running,
-        "dead": len(table.dead),
-        "unhandled": table.parked(),
-        "unhandled_handlers": sorted(table.unhandled),
-        **counters.as_dict(),
-        "journal_records": journal.tail_records if journal is not None else 0,
-        "last_compaction": commits.last_compaction,
-        "compiled": compiled(),  # which build runs: wheel_engine._build, computed once
-    }

@@ -8,9 +8,9 @@ claimed it, the partition moved, it is not due by the database's clock), decides
 ends, and fences outcomes by the claim's epoch. So the engine's parts talk to these protocols:
 
 - :class:`Storage`: the public calls that change timers (schedule, cancel, redrive) and
-  ``lookup``. :class:`LocalStorage` is the SQLite (and in-memory) side: the existing
-  :class:`~wheel_engine.scheduling.Scheduler` and commit path, unchanged; the PostgreSQL side
-  is :class:`wheel_engine.nodes.scheduler.NodeScheduler`.
+  ``lookup``. :class:`wheel_engine.local_storage.LocalStorage` is the SQLite (and in-memory)
+  side: the existing :class:`~wheel_engine.scheduling.Scheduler` and commit path, unchanged;
+  the PostgreSQL side is :class:`wheel_engine.nodes.scheduler.NodeScheduler`.
 - :class:`RecordSink`: what :class:`~wheel_engine.commits.Commits` writes the firing path's
   records to (attempts, acks, retries, deaths): a ``journal.Journal``, or the PostgreSQL
   sink (:mod:`wheel_engine.nodes.sink`), which turns them into compare-and-set statements.
@@ -23,21 +23,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from wheel_engine.gcpause import BULK, gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
 
 if TYPE_CHECKING:
     from journal import Record
-    from wheel_engine.clock import Clock
-    from wheel_engine.commits import Commits
-    from wheel_engine.scheduling import Scheduler
     from wheel_engine.timer import Timer
-    from wheel_engine.timers import TimerTable
-    from wheel_engine.validation import RequestChecker, ScheduleRequest
+    from wheel_engine.validation import ScheduleRequest
 
-__all__ = ["Claims", "LocalStorage", "RecordSink", "Storage"]
+__all__ = ["Claims", "RecordSink", "Storage"]
 
 
 class Storage(Protocol):
@@ -98,48 +93,3 @@ class RecordSink(Protocol):
     async def close(self) -> None: ...
 
     async def compact(self, *, retention: float, now: float, max_retained: int) -> Any: ...
-
-
-class LocalStorage:
-    """:class:`Storage` over the SQLite journal (or none: in memory) through the engine's own
-    scheduler and commit path: memory first, then committed, undone on failure."""
-
-    __slots__ = ("_check", "_commits", "_scheduler", "_table")
-
-    def __init__(
-        self, scheduler: Scheduler, commits: Commits, table: TimerTable, check: RequestChecker
-    ) -> None:
-        self._scheduler = scheduler
-        self._check = check
-        self._commits = commits
-        self._table = table
-
-    async def open(self, path: str, durability: Literal["full", "normal"], clock: Clock) -> None:
-        """Open and recover the journal at ``path`` into the table."""
-        # Recovery and restore: every object they make stays alive, for long.
-        with gc_paused(BULK, keep=True):
-            recovered = await self._commits.open(path, durability)
-            self._scheduler.next_version = recovered.max_version + 1
-            self._table.restore(recovered, clock.time(), path)
-
-    async def schedule(self, request: ScheduleRequest) -> TimerInfo:
-        info, commit = self._scheduler.schedule_one(request)  # commit: None in memory
-        return info if commit is None else await commit
-
-    async def schedule_many(
-        self, requests: Iterable[Mapping[str, Any]], now: float
-    ) -> list[TimerInfo]:
-        infos, commit = self._scheduler.schedule_many(self._check, requests, now)
-        if commit is not None:
-            await commit
-        return infos
-
-    async def cancel(self, key: str, version: int | None) -> CancelResult:
-        return await self._scheduler.cancel(key, version)
-
-    async def redrive(self, key: str, due: float, now: float) -> TimerInfo:
-        return await self._scheduler.redrive(key, due, now)
-
-    async def lookup(self, key: str, now: float) -> TimerInfo | None:
-        """One engine alone holds every timer of its journal: memory is the answer."""
-        return self._table.info(key, now)

@@ -125,7 +125,7 @@ class Timer(WheelEntry["Timer"]):
         return self.payload
 
     def info(self) -> TimerInfo:
-        # tuple.__new__ skips NamedTuple's Python-level __new__: 0.36 us instead of 0.59 us.
+        # tuple.__new__ skips NamedTuple's Python-level __new__ (a Python call per info).
         return _new_tuple(
             _TIMER_INFO,
             (

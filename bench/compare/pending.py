@@ -9,7 +9,7 @@ one loop while the other stands still; each first waits until its loop is idle
 the measure.
 
 Idle staging. The wheel moves the entries of a big slot ahead of time, a budget per loop
-callback, while the loop is otherwise idle (``wheel_engine.firing``): after a growth of
+callback, while the loop is otherwise idle (``wheel_engine.trigger``): after a growth of
 millions of far timers that can be seconds of CPU, which would land in whichever rounds come
 next (how much depends on where the far dues fall against the wheel's slot boundaries, so on
 the time of day). It is the far timers' own cost (each entry moves at most ``levels - 1`` times

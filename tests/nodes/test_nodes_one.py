@@ -129,7 +129,7 @@ def test_node_options_need_a_url_and_are_checked_before_anything_is_written(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "j.db"
-    with pytest.raises(ValueError, match="need a postgresql:// URL"):
+    with pytest.raises(ValueError, match=r"^node needs a postgresql:// URL"):
         Engine(path, node="a")
     with pytest.raises(ValueError, match="lease, horizon need"):
         Engine(path, lease=5.0, horizon=60.0)

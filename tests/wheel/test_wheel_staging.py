@@ -70,7 +70,7 @@ def test_the_swapped_in_levels_hold_the_slot_at_its_final_depth() -> None:
 
 
 def test_a_zero_budget_moves_nothing_and_says_whether_work_remains() -> None:
-    """``work(0)`` is how the engine asks whether staging work is left (``firing.py``): it must
+    """``work(0)`` is how the engine asks whether staging work is left (``trigger.py``): it must
     not move anything, however much is left to stage (a slot of 2,000 here)."""
     wheel: TimingWheel[int] = TimingWheel(now_tick=0, budget=512)
     for tick in TICKS:

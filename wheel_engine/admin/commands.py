@@ -20,11 +20,11 @@ from wheel_engine.admin.protocol import PROTOCOL_VERSION, RemoteError
 from wheel_engine.model import TimerInfo, TimerState
 
 if TYPE_CHECKING:
-    from wheel_engine.engine import Engine
+    from wheel_engine.admin.api import EngineAPI
 
 __all__ = ["COMMAND_TABLE", "plain", "timer_wire"]
 
-Command = Callable[["Engine", dict[str, Any]], Awaitable[dict[str, Any]]]
+Command = Callable[["EngineAPI", dict[str, Any]], Awaitable[dict[str, Any]]]
 
 #: Arguments each command accepts (any other name is refused as ``invalid``).
 _SCHEDULE_ARGS: Final = frozenset({"handler", "at", "delay", "key", "payload", "on_conflict"})
@@ -81,7 +81,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-async def ping(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+async def ping(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:
     from wheel_engine import __version__
 
     _known(args, frozenset())
@@ -93,12 +93,12 @@ async def ping(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def status(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+async def status(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:
     _known(args, frozenset())
     return {**(await ping(engine, args)), "stats": plain(engine.stats())}
 
 
-async def schedule(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+async def schedule(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:
     _known(args, _SCHEDULE_ARGS)
     handler = _text(args, "handler", required=True)
     assert handler is not None
@@ -113,7 +113,7 @@ async def schedule(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
     return {"timer": timer_wire(info)}
 
 
-async def cancel(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+async def cancel(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:
     _known(args, _CANCEL_ARGS)
     key = _text(args, "key", required=True)
     assert key is not None
@@ -121,7 +121,7 @@ async def cancel(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
     return {"result": result.value, "timer": timer_wire(engine.get(key))}
 
 
-async def redrive(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+async def redrive(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:
     _known(args, _REDRIVE_ARGS)
     key = _text(args, "key", required=False)
     all_dead = args.get("all_dead", False)
@@ -147,7 +147,7 @@ async def redrive(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
     return {"redriven": len(done), "timers": done}
 
 
-async def compact(engine: Engine, args: dict[str, Any]) -> dict[str, Any]:
+async def compact(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:
     _known(args, frozenset())
     before = engine.stats()["journal_records"]
     started = time.perf_counter()

@@ -53,7 +53,7 @@ from wheel_engine.admin.protocol import (
 from wheel_engine.errors import DuplicateKey, EngineError, UnknownHandler
 
 if TYPE_CHECKING:
-    from wheel_engine.engine import Engine
+    from wheel_engine.admin.api import EngineAPI
 
 __all__ = ["READ_TIMEOUT", "WRITE_TIMEOUT", "AdminServer"]
 
@@ -77,7 +77,7 @@ class AdminServer:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: EngineAPI,
         path: str | os.PathLike[str],
         *,
         max_request_bytes: int = MAX_REQUEST_BYTES,

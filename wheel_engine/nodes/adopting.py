@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from journal.postgres import PostgresStore, StoredTimer
-from wheel_engine.firing import Trigger
 from wheel_engine.timer import INTERRUPT_CANCEL, UNDECODED, Timer
 from wheel_engine.timers import PENDING, RUNNING, TimerTable
+from wheel_engine.trigger import Trigger
 from wheel_engine.workers import WorkerPool
 
 __all__ = ["Adopter", "timer_of"]

@@ -16,20 +16,19 @@ import asyncio
 import logging
 from typing import Any, Final
 
-from journal.postgres import DEFAULT_HORIZON, DEFAULT_LEASE, PostgresStore
+from journal.postgres import DEFAULT_HORIZON, DEFAULT_LEASE, PostgresStore, default_node
 from journal.postgres.store import CONNECT_TIMEOUT
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
-from wheel_engine.firing import Trigger
 from wheel_engine.nodes.adopting import Adopter
 from wheel_engine.nodes.leasing import LeaseKeeper
 from wheel_engine.nodes.loading import FeedReader, Refiller
-from wheel_engine.nodes.options import default_node
 from wheel_engine.nodes.scheduler import NodeScheduler
 from wheel_engine.nodes.sink import NodeSink
 from wheel_engine.stats import Counters
 from wheel_engine.timers import TimerTable
+from wheel_engine.trigger import Trigger
 from wheel_engine.validation import RequestChecker
 from wheel_engine.workers import WorkerPool
 

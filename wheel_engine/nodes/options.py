@@ -6,8 +6,6 @@ Stdlib only: an engine on a SQLite file imports this to reject the options, neve
 from __future__ import annotations
 
 import math
-import os
-import socket
 from typing import TYPE_CHECKING
 
 from journal.urls import is_postgres_url
@@ -15,12 +13,7 @@ from journal.urls import is_postgres_url
 if TYPE_CHECKING:
     from wheel_engine.nodes.node import Node
 
-__all__ = ["check_node_options", "default_node", "is_postgres_url", "node_for"]
-
-
-def default_node() -> str:
-    """The node name when none is given: host name and process id (unique per process)."""
-    return f"{socket.gethostname()}-{os.getpid()}"
+__all__ = ["check_node_options", "is_postgres_url", "node_for"]
 
 
 def _seconds(name: str, value: object) -> None:
@@ -46,7 +39,8 @@ def check_node_options(
         named = (("node", node), ("lease", lease), ("horizon", horizon))
         given = [n for n, v in (*named, ("connect_timeout", connect_timeout)) if v is not None]
         if given:
-            raise ValueError(f"{', '.join(given)} need a postgresql:// URL as the journal")
+            verb = "needs" if len(given) == 1 else "need"
+            raise ValueError(f"{', '.join(given)} {verb} a postgresql:// URL as the journal")
         return
     if admin:
         raise ValueError(

@@ -41,12 +41,12 @@ from typing import Any, Final
 from journal import Attempt, Record
 from journal.errors import JournalError
 from journal.postgres import AttemptResult, Claimed, PostgresStore
-from wheel_engine.firing import Trigger
 from wheel_engine.nodes.adopting import Adopter
 from wheel_engine.nodes.outbox import Claim, Outbox
 from wheel_engine.nodes.rereading import Rereader
 from wheel_engine.timer import Timer
 from wheel_engine.timers import PENDING, RUNNING, TimerTable
+from wheel_engine.trigger import Trigger
 
 __all__ = ["NodeClaims", "NodeSink"]
 

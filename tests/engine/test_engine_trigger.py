@@ -1,4 +1,4 @@
-"""The trigger (``wheel_engine/firing.py``): armed for the earliest due, however late the loop.
+"""The trigger (``wheel_engine/trigger.py``): armed for the earliest due, however late the loop.
 
 A real loop wakes up to a millisecond after the time asked (``epoll`` rounds its timeout up),
 so a callback armed for a tick's start usually runs inside it, when part of its timers are due
