@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from wheel_engine.clock import Clock
@@ -93,6 +94,10 @@ class WorkerPool:
         self._go: deque[Timer] = deque()  # attempt committed, waiting for a worker task
         self._top_up_soon = False  # a _top_up callback is scheduled
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Asked right before a committed attempt's handler starts, where a store fences by a
+        #: lease (PostgreSQL): False means its lease is no longer usable and the attempt was
+        #: given back, not run. None where every committed attempt may run (SQLite, memory).
+        self.start_guard: Callable[[Timer], bool] | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -165,6 +170,10 @@ class WorkerPool:
             if timer.interrupt == INTERRUPT_CANCEL:  # cancelled before its handler started
                 starter.attempt_ended()
                 outcomes.complete(timer, asyncio.CancelledError(), cancelled=True)
+                continue
+            guard = self.start_guard  # the claim's lease may have lapsed while it waited here
+            if guard is not None and not guard(timer):
+                starter.attempt_ended()
                 continue
             spec = handlers[timer.handler]
             error: BaseException | None = None

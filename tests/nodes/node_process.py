@@ -13,7 +13,9 @@ Handlers (payload ``{"hold": seconds}``, optional):
 - ``"h"`` logs the firing, then holds (``asyncio.sleep``) and returns;
 - ``"slow"`` logs the firing, holds (default 60 s), and logs ``"cancelled"`` if its task is
   cancelled (a cancel from another node reached it);
-- ``"flaky"`` logs the firing, holds, then fails its first attempt (retried 0.2 s later).
+- ``"flaky"`` logs the firing, holds, then fails its first attempt (retried 0.2 s later);
+- ``"block"``, a plain handler, logs the firing and, on its first attempt, blocks the whole
+  process's loop for the hold (``time.sleep``): what a handler that must not block does.
 
 ``{"op": "stats"}`` -> ``{"stats": engine.stats()["node_faults"]}``. A command the journal
 refuses (the database unreachable) answers ``{"error": "StoreUnavailable: ..."}``.
@@ -78,7 +80,13 @@ def register(engine: Engine, node: str, log: IO[str]) -> None:
         if firing.attempt == 1:
             raise RuntimeError("the first attempt fails")
 
+    def block(firing: Firing) -> None:
+        record(firing)
+        if firing.attempt == 1:
+            time.sleep(hold(firing, 0.0))
+
     engine.register("h", h)
+    engine.register("block", block)
     engine.register("slow", slow)
     engine.register("flaky", flaky, retry=RetryPolicy(initial=0.2, jitter=False))
 

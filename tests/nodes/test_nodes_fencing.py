@@ -4,6 +4,9 @@ the session's PostgreSQL.
 - A node SIGSTOPped while its claim is in flight (pinned there by a ``LOCK TABLE`` the test
   holds for a moment) gets the claim's reply only after its lease lapsed and the other node
   took the partitions over and ran those versions: it must not start them.
+- A handler whose claim was kept, but whose worker task only gets its first step after the
+  lease is no longer usable (a plain handler of the same group blocked the loop past it, as a
+  pause there would), must not start either: the other node took it over and ran it.
 - A node that gives partitions back to a newcomer must not give back one where a claim of its
   own is in flight (committed, its reply held back by a proxy between node and database): the
   newcomer would reset the row and run it while the reply is on its way back to the giver.
@@ -120,3 +123,31 @@ def test_a_partition_with_a_claim_in_flight_is_not_given_back(
             stop_nodes(nodes)
     fired = [(f["key"], f["version"], f["node"], f["attempt"]) for f in firings(nodes)]
     assert fired == [(key, version, "b", 1)], fired
+
+
+def test_a_claimed_handler_does_not_start_once_its_lease_lapsed_while_it_waited_for_a_worker(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """One claim, one group: a plain handler that blocks a's loop for longer than the lease,
+    and an async one, whose worker task can only start after that. b takes the partition over
+    meanwhile and runs both again; a must not start the async one when its loop comes back."""
+    a, b = nodes = start_nodes(pg_url, ["a", "b"], LEASE, tmp_path)
+    try:
+        wait_for("two nodes sharing the partitions", lambda: shared_by(pg_url, ["a", "b"]))
+        (partition,) = sorted(partitions_of(pg_url, "a"))[:1]
+        blocker, waiter = key_in([partition], "block-"), key_in([partition], "wait-")
+        at = db_now(pg_url) + 1.5
+        b.schedule(
+            [
+                {"handler": "block", "key": blocker, "at": at, "payload": {"hold": LEASE + 2.5}},
+                {"handler": "h", "key": waiter, "at": at},
+            ]
+        )
+        wait_for("b to run the waiting one", lambda: states(pg_url, [waiter])[SUCCEEDED] == 1, 15)
+        time.sleep(LEASE + 3.5)  # a's loop is back and has handled what waited in it
+        dropped = a.ask("stats")["stats"].get("dropped", {})
+    finally:
+        stop_nodes(nodes)
+    ran = [(f["node"], f["attempt"]) for f in firings(nodes) if f["key"] == waiter]
+    assert ran == [("b", 2)], f"the waiting handler ran on a lapsed lease: {ran}"
+    assert dropped.get("claim past its lease, given back", 0) >= 1, dropped

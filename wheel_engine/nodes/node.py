@@ -88,6 +88,7 @@ class Node:
         try:
             adopter = Adopter(table, trigger, pool, store)
             sink = NodeSink(store, adopter, table, trigger)
+            pool.start_guard = sink.may_start  # fenced again as each handler starts
             self._keeper = LeaseKeeper(store, adopter, sink)
             self._feed = FeedReader(store, adopter, self._keeper.wake)
             self._refiller = Refiller(store, adopter, self.retention, self.max_retained)

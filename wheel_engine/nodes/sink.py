@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from journal import Attempt, Record
 from journal.errors import JournalError
-from journal.postgres import AttemptResult, Claimed, PostgresStore
+from journal.postgres import AttemptResult, PostgresStore
 from wheel_engine.nodes.adopting import Adopter
 from wheel_engine.nodes.outbox import Claim, Outbox
 from wheel_engine.nodes.rereading import Rereader
@@ -96,7 +96,7 @@ class NodeClaims:
                     key,
                 )
             _uncharge(timer)
-            sink.give_back(timer, claimed)
+            sink.give_back(timer, claimed.epoch)
             return False
         _uncharge(timer)
         if timer.state is not PENDING:
@@ -288,18 +288,35 @@ class NodeSink:
         for key in keys:
             self.settled(key)
 
-    def give_back(self, timer: Timer, claimed: Claimed) -> None:
-        """``timer``'s claim is not run (see :meth:`NodeClaims.keep`): it leaves the table, its
-        row is given back under the claim's epoch, then read again if its partition is held."""
+    def give_back(self, timer: Timer, epoch: int) -> None:
+        """``timer``'s claim under ``epoch`` is not run (see :meth:`NodeClaims.keep` and
+        :meth:`may_start`): it leaves the table, its row is given back under that epoch, then
+        read again if its partition is held."""
         self.adopter.forget(timer)
         self.dropped["claim past its lease, given back"] += 1
         self.claiming[timer.key] += 1
-        self._spawn(self._give_back(claimed))
+        self._spawn(self._give_back(timer.key, timer.version, epoch))
 
-    async def _give_back(self, claimed: Claimed) -> None:
-        key = claimed.key
+    def may_start(self, timer: Timer) -> bool:
+        """The worker pool's start guard (``WorkerPool.start_guard``): True if the lease that
+        ``timer``'s attempt was claimed under is still usable, now, as its handler is about to
+        start. A claim kept by :meth:`NodeClaims.keep` waits a loop turn for a worker task, and
+        a pause of this process can fall right there: then the attempt is not run, not charged
+        here, and given back under its epoch, as a late claim's reply is."""
+        claim = self.epochs.get(timer.key)
+        if claim is None or claim[0] != timer.version:
+            return True  # no claim of this node's in flight for it: nothing to fence
+        epoch = claim[1]
+        if self.store.leases.usable_at(self.store.partition_of(timer.key), epoch):
+            return True
+        del self.epochs[timer.key]
+        _uncharge(timer)
+        self.give_back(timer, epoch)
+        return False
+
+    async def _give_back(self, key: str, version: int, epoch: int) -> None:
         try:
-            await self.store.unclaim_at([(key, claimed.version, claimed.epoch)])
+            await self.store.unclaim_at([(key, version, epoch)])
         except JournalError as exc:
             self.failed = True  # left RUNNING under that epoch: a takeover or reconcile returns it
             logger.warning("could not give back the claim of timer %s: %s", key, exc)
