@@ -95,7 +95,6 @@ class NodeClaims:
                     sink.store.node,
                     key,
                 )
-            _uncharge(timer)
             sink.give_back(timer, claimed.epoch)
             return False
         _uncharge(timer)
@@ -290,8 +289,9 @@ class NodeSink:
 
     def give_back(self, timer: Timer, epoch: int) -> None:
         """``timer``'s claim under ``epoch`` is not run (see :meth:`NodeClaims.keep` and
-        :meth:`may_start`): it leaves the table, its row is given back under that epoch, then
-        read again if its partition is held."""
+        :meth:`may_start`): its charge is undone, it leaves the table, its row is given back
+        under that epoch, then read again if its partition is held."""
+        _uncharge(timer)
         self.adopter.forget(timer)
         self.dropped["claim past its lease, given back"] += 1
         self.claiming[timer.key] += 1
@@ -310,7 +310,6 @@ class NodeSink:
         if self.store.leases.usable_at(self.store.partition_of(timer.key), epoch):
             return True
         del self.epochs[timer.key]
-        _uncharge(timer)
         self.give_back(timer, epoch)
         return False
 
