@@ -235,6 +235,10 @@ async def _seal_meta(conn: Any, snapshot_rows: int) -> None:
     await conn.execute(
         "INSERT OR REPLACE INTO meta (name, value) VALUES ('snapshot_rows', ?)", (snapshot_rows,)
     )
+    # For people (``wheel-engine status``), never acted on: the wall clock, not the engine's.
+    await conn.execute(
+        "INSERT OR REPLACE INTO meta (name, value) VALUES ('compacted_at', ?)", (time.time(),)
+    )
     cur = await conn.execute("SELECT name, value FROM meta")
     meta = dict(await cur.fetchall())
     await conn.execute(

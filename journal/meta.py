@@ -10,6 +10,7 @@ class MetaInfo:
     """What ``meta`` says, plus the tail's extent."""
 
     __slots__ = (
+        "compacted_at",
         "journal_id",
         "max_seq",
         "max_version",
@@ -28,6 +29,7 @@ class MetaInfo:
         tail_records: int,
         journal_id: bytes | None = None,
         snapshot_rows: int | None = None,
+        compacted_at: float | None = None,
     ) -> None:
         self.schema_version = schema_version
         self.snapshot_seq = snapshot_seq
@@ -36,6 +38,9 @@ class MetaInfo:
         self.tail_records = tail_records
         self.journal_id = journal_id  #: None before schema 2
         self.snapshot_rows = snapshot_rows  #: rows ``snapshot`` must have; None before schema 2
+        #: wall-clock time (Unix seconds) of the last compaction; None if never, or if the
+        #: journal was last compacted by a version that did not record it
+        self.compacted_at = compacted_at
 
     @property
     def sealed(self) -> bool:

@@ -37,6 +37,8 @@ class JournalInfo:
     wal_bytes: int
     #: the high-water mark (the last seq the writer saw committed), None if there is none
     high_water_mark: int | None = None
+    #: wall-clock time of the last compaction, None if never (or not recorded: before 0.2)
+    compacted_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -99,6 +101,7 @@ def info_sync(path: str) -> JournalInfo:
         file_bytes=_size(path),
         wal_bytes=_size(path + "-wal"),
         high_water_mark=None if mark is None else mark.seq,
+        compacted_at=meta.compacted_at,
     )
 
 

@@ -25,6 +25,7 @@ Everything here is synchronous ``sqlite3``; the journal runs it in a worker thre
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import urllib.parse
@@ -235,7 +236,15 @@ def read_meta(con: sqlite3.Connection, path: str) -> MetaInfo:
         tail_records=int(count),
         journal_id=journal_id if version >= 2 else None,
         snapshot_rows=snapshot_rows if version >= 2 else None,
+        compacted_at=_compacted_at(meta.get("compacted_at")),
     )
+
+
+def _compacted_at(value: object) -> float | None:
+    """``meta``'s compaction time, if it is one (it is only shown, never acted on)."""
+    if type(value) is float and math.isfinite(value):
+        return value
+    return None
 
 
 def ensure_schema(path: str) -> MetaInfo:

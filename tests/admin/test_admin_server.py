@@ -97,8 +97,17 @@ async def test_commands_go_through_the_engine(tmp_path: Path) -> None:
         assert (timer["key"], timer["state"], timer["payload"]) == ("k", "PENDING", {"n": [1]})
         assert engine.get("k") is not None and engine.get("k").version == timer["version"]  # type: ignore[union-attr]
 
+        assert answer["kept"] is False
         kept = await ask(path, "schedule", handler="h", delay=5, key="k", on_conflict="keep")
-        assert kept["timer"]["version"] == timer["version"]
+        assert kept["timer"]["version"] == timer["version"] and kept["kept"] is True
+        # a keep with no live timer under the key schedules: the answer says so
+        fresh = await ask(path, "schedule", handler="h", delay=5, key="k2", on_conflict="keep")
+        assert fresh["kept"] is False and fresh["timer"]["key"] == "k2"
+        # the same handler, payload and due time as the live one is still a keep
+        twin = await ask(
+            path, "schedule", handler="h", at=fresh["timer"]["due"], key="k2", on_conflict="keep"
+        )
+        assert twin["kept"] is True and twin["timer"]["version"] == fresh["timer"]["version"]
         with pytest.raises(RemoteError) as dup:
             await ask(path, "schedule", handler="h", delay=5, key="k", on_conflict="error")
         assert dup.value.code == "duplicate_key"

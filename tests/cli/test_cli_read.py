@@ -276,3 +276,21 @@ def test_library_and_json_output_do_not_import_rich(journal_file: Path) -> None:
         "assert 'rich' not in sys.modules, 'json'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_status_says_when_the_journal_was_last_compacted(
+    journal_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    before = time.time()
+    assert main(["compact", str(journal_file)]) == 0
+    capsys.readouterr()
+    code, data = run_json(capsys, "status", str(journal_file))
+    assert code == 0 and isinstance(data, dict)
+    assert before <= data["compacted_at"] <= time.time()
+    assert data["compacted_through_seq"] > 0
+    assert main(["status", str(journal_file)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "last compaction" in x)
+    assert "ago" in line and "folded records up to #" in line and "no time" not in line
+    assert "record number" not in line

@@ -2,10 +2,11 @@
 
 Every command takes the request's ``args`` (a JSON object), checks that it names only the
 arguments the command knows, and calls one public method of :class:`~wheel_engine.Engine`
-(``schedule``, ``cancel``, ``redrive``, ``compact``, ``get``, ``timers``, ``stats``). The engine
-validates the values itself, exactly as for a call in the service's own code: a handler that is
-not registered is ``UnknownHandler``, a bad time or payload a ``ValueError``/``TypeError``, and
-nothing is written then. No command evaluates, imports or runs anything named in a request.
+(``schedule``, ``cancel``, ``redrive``, ``compact``, ``get``, ``lookup``, ``timers``,
+``stats``). The engine validates the values itself, exactly as for a call in the service's own
+code: a handler that is not registered is ``UnknownHandler``, a bad time or payload a
+``ValueError``/``TypeError``, and nothing is written then. No command evaluates, imports or
+runs anything named in a request.
 """
 
 from __future__ import annotations
@@ -102,15 +103,23 @@ async def schedule(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:
     _known(args, _SCHEDULE_ARGS)
     handler = _text(args, "handler", required=True)
     assert handler is not None
+    key = _text(args, "key", required=False)
+    on_conflict = args.get("on_conflict", "replace")
+    # A kept timer is the live one read just before (versions only grow, so a schedule that
+    # wrote anything answers with a newer version). In memory and on SQLite the read does not
+    # suspend, so nothing runs between it and the schedule; on PostgreSQL another node's
+    # schedule may land between them, and a keep of that timer then reads as scheduled.
+    seen = await engine.lookup(key) if key is not None and on_conflict == "keep" else None
     info = await engine.schedule(
         handler,
         at=args.get("at"),
         delay=args.get("delay"),
         payload=args.get("payload"),
-        key=_text(args, "key", required=False),
-        on_conflict=args.get("on_conflict", "replace"),
+        key=key,
+        on_conflict=on_conflict,
     )
-    return {"timer": timer_wire(info)}
+    kept = seen is not None and seen.state.is_live and info.version == seen.version
+    return {"timer": timer_wire(info), "kept": kept}
 
 
 async def cancel(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal.errors import JournalCorrupt, JournalError
 from journal.state import TimerState
@@ -35,6 +35,9 @@ from wheel_engine.cli.output import (
     fmt_json,
     fmt_time,
 )
+
+if TYPE_CHECKING:
+    from journal.reader import JournalInfo
 
 __all__ = [
     "cmd_check",
@@ -70,6 +73,16 @@ async def _recover(journal: Any, out: Output, path: str) -> Any:
     return recovered
 
 
+def _last_compaction(info: JournalInfo, now: float) -> str:
+    """When the snapshot was last folded, and how far it reaches."""
+    if not info.snapshot_seq:
+        return "never"
+    reach = f"folded records up to #{info.snapshot_seq} of {info.last_seq}"
+    if info.compacted_at is None:  # compacted by an engine that kept no time of it
+        return f"{reach} (no time recorded)"
+    return f"{fmt_time(info.compacted_at)} ({fmt_age(info.compacted_at, now)}); {reach}"
+
+
 async def cmd_status(args: argparse.Namespace, out: Output) -> int:
     now = time.time()
     async with open_readonly(args.db) as journal:
@@ -102,6 +115,7 @@ async def cmd_status(args: argparse.Namespace, out: Output) -> int:
         "tail_records": info.tail_records,
         "last_seq": info.last_seq,
         "compacted_through_seq": info.snapshot_seq,
+        "compacted_at": info.compacted_at,
         "max_version": recovered.max_version,
         "timers": len(rows),
         "states": {state: states.get(state, 0) for state in STATES},
@@ -139,13 +153,7 @@ async def cmd_status(args: argparse.Namespace, out: Output) -> int:
         ),
         ("timers", data["timers"]),
         ("last version", data["max_version"]),
-        (  # the journal keeps no time of its compactions: say how far the snapshot reaches
-            "last compaction",
-            f"folded records up to #{info.snapshot_seq} of {info.last_seq} into the snapshot "
-            "(a record number: the journal keeps no time for it)"
-            if info.snapshot_seq
-            else "never",
-        ),
+        ("last compaction", _last_compaction(info, now)),
     ]
     for state in STATES:
         pairs.append((state.lower(), data["states"][state]))

@@ -46,9 +46,6 @@ __all__ = ["COMMANDS", "add_parsers", "cmd_cancel", "cmd_schedule", "parse_when"
 #: What ``schedule --on-conflict keep`` says when the key's live timer was left as it was,
 #: through the engine as written directly (``cli.direct``'s note, word for word).
 KEPT = "kept the live timer unchanged (--on-conflict keep)"
-#: How far (seconds) the engine's due time for ``--delay`` may be from the CLI's own reading.
-_DELAY_SLACK = 1.0
-
 #: What an engine's refusal means for the exit code; any other code is EXIT_ERROR.
 _REFUSAL_EXIT: Final = {
     "unknown_handler": EXIT_PROBLEM,
@@ -228,12 +225,11 @@ def cmd_schedule(args: argparse.Namespace, out: Output) -> int:
     from wheel_engine.cli import direct
 
     request = _schedule_args(args)
-    asked_at = time.time()
     answer = via_admin(args.db, "schedule", **request)
     notes: list[str] = []
     if answer is not None:
         timer, via = answer["timer"], "engine"
-        if _kept_by_engine(request, timer, asked_at, time.time()):
+        if answer.get("kept"):
             notes.append(KEPT)
     else:
         now = time.time()
@@ -248,23 +244,6 @@ def cmd_schedule(args: argparse.Namespace, out: Output) -> int:
     for note in notes:
         out.note(note)
     return EXIT_OK
-
-
-def _kept_by_engine(
-    request: dict[str, Any], timer: dict[str, Any], asked: float, done: float
-) -> bool:
-    """Whether the engine kept the key's live timer (``--on-conflict keep``) rather than
-    schedule the one asked for. The admin socket answers with the timer now live: a new
-    schedule carries the handler, payload and due time asked; a kept one differs in one of them
-    (or is the same timer in all that the user sees)."""
-    if request["on_conflict"] != "keep" or "key" not in request:
-        return False
-    if timer["handler"] != request["handler"] or timer["payload"] != request["payload"]:
-        return True
-    if "at" in request:
-        return bool(timer["due"] != request["at"])
-    delay = request["delay"]
-    return not asked + delay - _DELAY_SLACK <= timer["due"] <= done + delay + _DELAY_SLACK
 
 
 def cmd_cancel(args: argparse.Namespace, out: Output) -> int:
