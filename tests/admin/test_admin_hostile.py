@@ -23,6 +23,7 @@ from test_admin_server import serving
 
 from wheel_engine import Engine, Firing
 from wheel_engine.admin import admin_path, request
+from wheel_engine.admin.protocol import MAX_NESTING, ProtocolMismatch, decode_line
 from wheel_engine.admin.server import BACKLOG
 from wheel_engine.testing import VirtualClock
 
@@ -167,6 +168,21 @@ async def test_deep_nesting_is_answered(tmp_path: Path) -> None:
         deep = b'{"v": 1, "command": "ping", "args": {"x": ' + b"[" * 5000 + b"]" * 5000 + b"}}\n"
         answer = await raw(server.path, deep)
         assert answer["ok"] is False and answer["error"]["code"] == "malformed"
+
+
+def test_the_protocol_sets_its_own_nesting_limit() -> None:
+    """Deep nesting is refused by the protocol's own limit, not the parser's (which Python 3.11
+    hits at a depth 3.13 parses): the same request gets the same answer on every version."""
+
+    def nested(depth: int) -> bytes:  # the message object is level 1, "args" level 2
+        inner = depth - 2
+        return b'{"v": 1, "command": "ping", "args": {"x": ' + b"[" * inner + b"]" * inner + b"}}"
+
+    assert decode_line(nested(MAX_NESTING))["command"] == "ping"
+    with pytest.raises(ProtocolMismatch, match="nested deeper than"):
+        decode_line(nested(MAX_NESTING + 1))
+    with pytest.raises(ProtocolMismatch):
+        decode_line(nested(3000))
 
 
 @pytest.mark.parametrize("number", ["1e999", "-1e999", "NaN", "Infinity"])

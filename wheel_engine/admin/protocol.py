@@ -112,7 +112,8 @@ def decode_line(line: bytes) -> dict[str, Any]:
     """A JSON line back into an object; ``ProtocolMismatch`` if it is not one.
 
     Refused here, before any command sees them: NaN and the infinities (``NaN``, ``1e999``), and
-    nesting too deep for the parser (``RecursionError``): each gets an answer, never a crash.
+    nesting deeper than :data:`MAX_NESTING` (the parser's own limit differs between Python
+    versions, so the protocol sets its own): each gets an answer, never a crash.
     """
     try:
         message = json.loads(
@@ -124,7 +125,26 @@ def decode_line(line: bytes) -> dict[str, Any]:
         raise ProtocolMismatch(f"not a JSON line ({exc})") from None
     if not isinstance(message, dict):
         raise ProtocolMismatch("a message must be a JSON object")
+    if _deeper_than(message, MAX_NESTING):
+        raise ProtocolMismatch(f"not a JSON line (nested deeper than {MAX_NESTING})")
     return message
+
+
+#: How deeply a request may nest arrays and objects (the message itself is level 1).
+MAX_NESTING: Final = 64
+
+
+def _deeper_than(message: dict[str, Any], limit: int) -> bool:
+    """Whether ``message`` nests containers more than ``limit`` deep (iterative: a deep value
+    must not exhaust the stack that checks it)."""
+    todo: list[tuple[Any, int]] = [(message, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if depth > limit:
+            return True
+        inner = value.values() if isinstance(value, dict) else value
+        todo.extend((v, depth + 1) for v in inner if isinstance(v, dict | list))
+    return False
 
 
 def request_line(command: str, args: dict[str, Any]) -> bytes:
