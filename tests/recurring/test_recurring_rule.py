@@ -150,3 +150,12 @@ def test_a_recurrence_name_is_a_key_without_the_separator(name: object, match: s
 def test_a_cron_rule_is_evaluated_in_its_zone() -> None:
     rule = CronRule("0 9 * * *", zone("America/New_York"))
     assert occurrence_key("digest", rule.next_after(NOW)) == "digest@2026-12-02T14:00:00Z"
+
+
+def test_an_anchor_between_microseconds_is_not_skipped_by_an_instant_just_before_it() -> None:
+    # hypothesis found it on Python 3.13: the anchor was rounded down to 1.757812, so the
+    # instant 1.7578124999... was already past the grid's first point
+    anchor = 1.7578125
+    rule = EveryRule(1.0, anchor)
+    assert rule.next_after(math.nextafter(anchor, 0.0)) == pytest.approx(anchor, abs=1e-6)
+    assert rule.next_after(math.nextafter(anchor, 0.0)) >= anchor

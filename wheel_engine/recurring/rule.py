@@ -88,7 +88,10 @@ class EveryRule:
         self.every = every
         self.anchor = anchor
         self._every_us = max(1, round(every * _MICROS))
-        self._anchor_us = round(anchor * _MICROS)
+        # up, not to nearest: the grid's first point is never before the anchor asked for (a
+        # start 0.4 µs past a microsecond would else land before it, and an instant between
+        # the two would skip the first occurrence)
+        self._anchor_us = math.ceil(anchor * _MICROS)
 
     def next_after(self, instant: float) -> float:
         behind = math.floor(instant * _MICROS) - self._anchor_us
