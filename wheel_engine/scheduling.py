@@ -10,8 +10,8 @@ undone. Versions come from one counter: every new version of any key is higher t
 version before it, in memory and in the journal.
 
 A single request comes validated (:mod:`wheel_engine.validation`); a ``schedule_many`` batch is
-validated here, in the pass that builds its timers (the plainest requests recognised by
-:func:`~wheel_engine.plain_requests.plain_due`, the others by the engine's checker), and raises
+validated here, in the pass that builds its timers (the bare requests recognised by
+:func:`~wheel_engine.bare_requests.bare_due`, the others by the engine's checker), and raises
 before anything changes. Nothing else here raises for bad input.
 """
 
@@ -26,13 +26,13 @@ from typing import Any
 
 from journal import Cancel, Redrive
 from journal.codec import SCHEDULE_KIND, schedule_body, schedule_row
+from wheel_engine.bare_requests import bare_head
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.errors import EngineError, TimerNotFound
 from wheel_engine.events import EventBus
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
-from wheel_engine.plain_requests import plain_head
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL, Timer, ticked
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
@@ -272,12 +272,12 @@ class Scheduler:
         """One pass over a batch of new keys: each request checked, its timer and (``durable``)
         its journal row built (nothing is put anywhere yet), or None for a batch the general
         path takes. Raises as :meth:`RequestChecker.batch` would, before anything changes. The
-        batch's head of plain requests skips the checker (:func:`plain_head`: a plain one is
+        batch's head of bare requests skips the checker (:func:`bare_head`: a bare one is
         never bad); from the first other request on, each goes through it."""
         prefix, tick, handlers = self._key_prefix, self._tick, self._table.handlers
         serial = next(self._key_counter)  # engine-made keys: "<prefix>-<serial>", counting up
         version = self.next_version
-        made, rows = plain_head(requests, handlers, now, (prefix, serial, version), tick, durable)
+        made, rows = bare_head(requests, handlers, now, (prefix, serial, version), tick, durable)
         serial += len(made)
         version += len(made)
         if len(made) < len(requests):

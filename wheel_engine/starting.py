@@ -38,7 +38,7 @@ from wheel_engine.events import EventBus
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.inline import InlineRunner
 from wheel_engine.outcomes import Outcomes
-from wheel_engine.plain import run_plain
+from wheel_engine.plain_group import run_plain_group
 from wheel_engine.stats import Counters
 from wheel_engine.storage import Claims
 from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer
@@ -333,7 +333,9 @@ class Starter(SlotOwner):
     def _run_batch(self, inline: list[Timer], pooled: list[Timer]) -> None:
         """A group's attempts are committed: run the plain ones now, hand the rest to workers."""
         self.running -= len(inline)
-        run_plain(inline, self._handlers, self._outcomes, self._stats, self._events, self._clock)
+        run_plain_group(
+            inline, self._handlers, self._outcomes, self._stats, self._events, self._clock
+        )
         if inline:
             self._inline_starting = False
             self.alone = None
