@@ -41,7 +41,8 @@ sources_sha=$(awk '/^SHA256:/{s=1; next} /^[^ ]/{s=0} s && $3 == "main/source/So
 fetch "$mirror/dists/$suite/main/source/Sources.xz" Sources.xz
 check_sha256 Sources.xz "$sources_sha"
 
-stanza=$(xz -dc Sources.xz | awk -v p="python$version" '$0 == "Package: " p {s=1} s && /^$/ {exit} s')
+xz -dc Sources.xz >Sources  # whole, not piped: awk stops early and pipefail would see SIGPIPE
+stanza=$(awk -v p="python$version" '$0 == "Package: " p {s=1} s && /^$/ {exit} s' Sources)
 [ -n "$stanza" ] || { say "$suite has no source package python$version"; exit 1; }
 directory=$(printf '%s\n' "$stanza" | awk '/^Directory:/ {print $2}')
 read -r tar_sha tar_name < <(printf '%s\n' "$stanza" \
