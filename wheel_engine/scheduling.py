@@ -352,8 +352,9 @@ class Scheduler:
         table.unplace(timer)
         table.finish(timer, CANCELED, self._clock.time())
         self._stats.canceled += 1
-        record = Cancel(timer.key, timer.version, timer.updated_at)  # in memory: done at once
-        await self._commits.commit([record], undo=self._undo_cancel, subject=timer)
+        if not self._commits.instant:  # in memory nothing is encoded or awaited for it
+            record = Cancel(timer.key, timer.version, timer.updated_at)
+            await self._commits.commit([record], undo=self._undo_cancel, subject=timer)
         if self._events.active:
             self._events.canceled(timer, timer.updated_at)
         return CancelResult.CANCELED
