@@ -102,7 +102,7 @@ class Node:
             await store.close()
             raise
         self.store, self._sink = store, sink
-        commits.journal = sink
+        commits.install(sink)
         self._start()
         scheduler = NodeScheduler(store, adopter, table, pool, stats, clock, events, check)
         self.transactions = JoinedWrites(scheduler, store)  # issue 27: connection=
