@@ -23,3 +23,9 @@ class JournalCorrupt(JournalError):
     def __init__(self, message: str, *, seq: int | None = None) -> None:
         super().__init__(message)
         self.seq = seq
+
+
+class UnusableConnection(JournalError, ValueError):
+    """A connection given to write in its transaction (``connection=``) cannot be used: it
+    reaches another database than the journal's, its transaction has failed, or autocommit is
+    on with no transaction open. Nothing was written."""

@@ -18,6 +18,7 @@ from wheel_engine.errors import (
     PermanentError,
     TimerNotFound,
     UnknownHandler,
+    UnusableConnection,
     WheelEngineError,
 )
 from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
@@ -39,6 +40,7 @@ __all__ = [
     "TimerNotFound",
     "TimerState",
     "UnknownHandler",
+    "UnusableConnection",
     "WheelEngineError",
 ]
 __version__ = "0.1.0"

@@ -30,6 +30,7 @@ from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
 from wheel_engine.local_storage import LocalStorage
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.nodes.options import check_node_options, node_for
+from wheel_engine.nodes.transactional import Joined
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.scheduling import Scheduler
 from wheel_engine.starting import Starter
@@ -150,6 +151,7 @@ class Engine:
         self._storage: Storage = local  # the backend's own, once open
         durable = self.path is not None
         self._front = Front(self.clock, self._check, self._scheduler, local, durable=durable)
+        self._joined = Joined(on_node, self._front)  # connection=: the caller's transaction
         self._started = False
         self._close_begun = False
         self._closed = asyncio.Event()  # set once close() has finished
@@ -161,7 +163,6 @@ class Engine:
         """The open SQLite journal (None in memory, on PostgreSQL, or before :meth:`start`)."""
         return self._backend.journal()
 
-    # ------------------------------------------------------------------ handlers
     def handler(
         self,
         name: str,
@@ -209,7 +210,6 @@ class Engine:
         if self._table.unpark(name):
             self._trigger.arm()
 
-    # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Open and recover the journal, then start firing. Overdue timers fire at once.
 
@@ -286,10 +286,6 @@ class Engine:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    # ------------------------------------------------------------------ scheduling, cancelling
-    def _check_open(self) -> None:
-        self._front.check_open()
-
     def schedule(
         self,
         handler: str,
@@ -299,6 +295,7 @@ class Engine:
         payload: Any = None,
         key: str | None = None,
         on_conflict: Literal["replace", "keep", "error"] = "replace",
+        connection: Any = None,
     ) -> Coroutine[Any, Any, TimerInfo]:
         """Schedule ``handler`` with ``payload`` at ``at`` or after ``delay`` seconds.
 
@@ -317,30 +314,37 @@ class Engine:
         (what a restart gives too): tuples come back as lists.
 
         A coroutine, as from an ``async def``: nothing happens until it runs (awaited, or as a
-        task); its body is :func:`wheel_engine.front.schedule`.
-        """
+        task); its body is :func:`wheel_engine.front.schedule`. ``connection=``: write in that
+        psycopg connection's transaction, on PostgreSQL (see ``docs/guide/several-nodes.md``)."""
+        if connection is not None:  # issue 27: the caller's transaction
+            return self._joined.schedule(connection, handler, at, delay, payload, key, on_conflict)
         return front_schedule(self._front, handler, at, delay, payload, key, on_conflict)
 
-    async def schedule_many(self, requests: Iterable[Mapping[str, Any]]) -> list[TimerInfo]:
+    async def schedule_many(
+        self, requests: Iterable[Mapping[str, Any]], *, connection: Any = None
+    ) -> list[TimerInfo]:
         """Schedule many timers in one commit. Each request takes :meth:`schedule`'s keywords.
 
         Every request is validated (conflicts with ``on_conflict="error"`` included) before any
-        is applied: one bad request rejects them all and nothing changes.
-        """
-        self._check_open()
+        is applied: one bad request rejects them all and nothing changes."""
+        if connection is not None:  # issue 27: the caller's transaction
+            return await self._joined.schedule_many(connection, requests)
+        self._front.check_open()
         return await self._storage.schedule_many(requests, self.clock.time())
 
-    async def cancel(self, key: str, *, version: int | None = None) -> CancelResult:
+    async def cancel(
+        self, key: str, *, version: int | None = None, connection: Any = None
+    ) -> CancelResult:
         """Cancel the timer ``key`` (only if ``version`` is its live version, when given).
 
-        ``CANCELED`` is returned only once the cancel is committed; that version never fires.
-        """
-        self._check_open()
+        ``CANCELED`` is returned only once the cancel is committed; that version never fires."""
+        if connection is not None:  # issue 27: the caller's transaction
+            return await self._joined.cancel(connection, key, version)
+        self._front.check_open()
         key = check_key(key)  # before anything changes: the Cancel record must be writable
         check_version(version)
         return await self._storage.cancel(key, version)
 
-    # ------------------------------------------------------------------ reading
     def get(self, key: str) -> TimerInfo | None:
         """The timer ``key`` as this node holds it (finished ones until their retention runs
         out). On PostgreSQL that is only this node's share: :meth:`lookup` reads the database."""
@@ -348,7 +352,7 @@ class Engine:
 
     async def lookup(self, key: str) -> TimerInfo | None:
         """The timer ``key`` as the journal has it (in memory and SQLite: as :meth:`get`)."""
-        self._check_open()
+        self._front.check_open()
         return await self._storage.lookup(check_key(key), self.clock.time())
 
     def timers(
@@ -369,13 +373,12 @@ class Engine:
         extra = self._backend.stats()  # the node's figures on PostgreSQL
         return {**stats, **extra} if extra else stats
 
-    # ------------------------------------------------- dead letters, compaction, test support
     async def redrive(self, key: str, *, at: datetime | float | None = None) -> TimerInfo:
         """Send a DEAD timer back to PENDING, due at ``at`` (default: now), attempts reset.
 
         It gets a new version (and so a new idempotency key): it is a new run of the work.
         """
-        self._check_open()
+        self._front.check_open()
         key = check_key(key)
         now = self.clock.time()
         due = now if at is None else due_time(now, at, None)
@@ -383,7 +386,7 @@ class Engine:
 
     async def compact(self) -> None:
         """Rewrite the journal to the live state now, online (schedules keep working)."""
-        self._check_open()
+        self._front.check_open()
         await self._commits.compact()
 
     def busy(self) -> bool:

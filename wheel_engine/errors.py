@@ -5,7 +5,13 @@ exception means (an unknown name, a missing key), it is that built-in too, so co
 
 from __future__ import annotations
 
-from journal.errors import JournalCorrupt, JournalError, JournalLocked, WheelEngineError
+from journal.errors import (
+    JournalCorrupt,
+    JournalError,
+    JournalLocked,
+    UnusableConnection,
+    WheelEngineError,
+)
 
 __all__ = [
     "DuplicateKey",
@@ -16,6 +22,7 @@ __all__ = [
     "PermanentError",
     "TimerNotFound",
     "UnknownHandler",
+    "UnusableConnection",
     "WheelEngineError",
 ]
 

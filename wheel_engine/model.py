@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 # the journal stores them, the engine, the model and the CLI use the same enum.
 from journal.state import TimerState
 
-__all__ = ["CancelResult", "Firing", "TimerInfo", "TimerState"]
+__all__ = ["CancelResult", "Firing", "ProvisionalTimerInfo", "TimerInfo", "TimerState"]
 
 
 class CancelResult(enum.StrEnum):
@@ -22,7 +22,10 @@ class CancelResult(enum.StrEnum):
 
 
 class TimerInfo(NamedTuple):
-    """A snapshot of one timer, as ``schedule`` and ``get`` return it. It does not update."""
+    """A snapshot of one timer, as ``schedule`` and ``get`` return it. It does not update.
+
+    :attr:`committed` is False for what ``schedule(..., connection=conn)`` returns: the timer
+    as it will be if the caller's transaction commits (a :class:`ProvisionalTimerInfo`)."""
 
     key: str
     version: int
@@ -32,6 +35,23 @@ class TimerInfo(NamedTuple):
     state: TimerState
     attempts: int
     last_error: str | None
+
+    @property
+    def committed(self) -> bool:
+        """True: the timer is committed as shown. False: only once the caller's transaction
+        commits (on rollback it never existed)."""
+        return True
+
+
+class ProvisionalTimerInfo(TimerInfo):
+    """A :class:`TimerInfo` written in a caller's transaction and not committed yet (its
+    fields are what the commit makes true; it compares equal to the committed snapshot)."""
+
+    __slots__ = ()
+
+    @property
+    def committed(self) -> bool:
+        return False
 
 
 class _FiringFields(NamedTuple):

@@ -41,6 +41,7 @@ FIGURES: dict[str, tuple[str, str]] = {
     "recovery": ("6", "recovery"),
     "scaling": ("7", "scaling"),
     "nodes": ("8", "nodes"),
+    "transactional": ("9", "transactional"),
 }
 
 

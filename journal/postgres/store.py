@@ -7,6 +7,7 @@ LISTEN connection:
 - :mod:`~journal.postgres.schema` (created or upgraded at :meth:`PostgresStore.open`),
 - :mod:`~journal.postgres.leases` (:meth:`maintain`, :meth:`release`),
 - :mod:`~journal.postgres.writes` (:meth:`schedule_many`, :meth:`cancel`, :meth:`redrive`),
+  and the same in a caller's transaction (:attr:`in_transaction`, :mod:`.in_transaction`),
 - :mod:`~journal.postgres.firing` (:meth:`attempt`, :meth:`finish`, :meth:`give_up`),
 - :mod:`~journal.postgres.loader` (:meth:`refill`, :meth:`catch_up`),
 - :mod:`~journal.postgres.feed` (:meth:`changes`, :meth:`wait`),
@@ -37,6 +38,7 @@ from journal.postgres import firing, pruning, reads, writes
 from journal.postgres.errors import translated
 from journal.postgres.feed import ChangeFeed, Listener
 from journal.postgres.firing import AttemptResult, Outcome
+from journal.postgres.in_transaction import Identity, InTransaction, read_identity
 from journal.postgres.leases import DEFAULT_LEASE, LeaseChange, Leases
 from journal.postgres.loader import DEFAULT_HORIZON, Horizon
 from journal.postgres.reads import Summary
@@ -85,6 +87,9 @@ class PostgresStore(Requests):
         #: Makes a pool like the first (set by :meth:`open`), and the renewal under way.
         self._renewing: Callable[[], AsyncConnectionPool] | None = None
         self._renewal: asyncio.Task[None] | None = None
+        self._identity: Identity | None = None
+        #: The writes in callers' own transactions (``connection=``), checked against this one.
+        self.in_transaction = InTransaction(self.identity)
 
     @classmethod
     async def open(
@@ -290,6 +295,13 @@ class PostgresStore(Requests):
         """The database's rows for ``keys`` (those that exist)."""
         async with self._connection("reading timers") as conn:
             return await reads.lookup_many(conn, keys)
+
+    async def identity(self) -> Identity:
+        """The journal's cluster, database and schema (read once): see ``in_transaction``."""
+        if self._identity is None:
+            async with self._connection("reading the journal's identity") as conn:
+                self._identity = await read_identity(conn)
+        return self._identity
 
     async def summary(self) -> Summary:
         async with self._connection("reading the summary") as conn:

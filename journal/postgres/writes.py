@@ -37,6 +37,7 @@ __all__ = [
     "redrive_sync",
     "schedule_many",
     "schedule_many_sync",
+    "write_rounds",
 ]
 
 OnConflict = Literal["replace", "keep", "error"]
@@ -188,15 +189,23 @@ async def schedule_many(
     Raises :class:`LiveKeyConflict` (and writes nothing) when an ``on_conflict="error"``
     request meets a live timer.
     """
+    async with conn.transaction():
+        return await write_rounds(conn, requests)
+
+
+async def write_rounds(
+    conn: AsyncConnection[Any], requests: Sequence[ScheduleRequest]
+) -> list[Scheduled]:
+    """:func:`schedule_many`'s statements in the transaction ``conn`` has open (the caller's:
+    see :mod:`journal.postgres.in_transaction`), which makes them all or none."""
     _check_policy(requests)
     results: list[Scheduled] = []
-    async with conn.transaction():
-        for batch in _rounds(requests):
-            statement, params = _upsert(batch)
-            written = await (await conn.execute(statement, params)).fetchall()
-            missing = _missing(batch, written)
-            existing = await (await conn.execute(_READ, (missing,))).fetchall() if missing else []
-            results += _outcome(batch, written, existing)
+    for batch in _rounds(requests):
+        statement, params = _upsert(batch)
+        written = await (await conn.execute(statement, params)).fetchall()
+        missing = _missing(batch, written)
+        existing = await (await conn.execute(_READ, (missing,))).fetchall() if missing else []
+        results += _outcome(batch, written, existing)
     return results
 
 

@@ -22,6 +22,7 @@ from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
 from wheel_engine.nodes.adopting import Adopter
+from wheel_engine.nodes.joined import JoinedWrites
 from wheel_engine.nodes.leasing import LeaseKeeper
 from wheel_engine.nodes.loading import FeedReader, Refiller
 from wheel_engine.nodes.scheduler import NodeScheduler
@@ -64,6 +65,8 @@ class Node:
         self.store: PostgresStore | None = None
         self._sink: NodeSink | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        #: Writes in callers' transactions (``connection=``), once open (issue 27).
+        self.transactions: JoinedWrites | None = None
 
     async def open(
         self,
@@ -101,7 +104,9 @@ class Node:
         self.store, self._sink = store, sink
         commits.install(sink)
         self._start()
-        return NodeScheduler(store, adopter, table, pool, stats, clock, events, check)
+        scheduler = NodeScheduler(store, adopter, table, pool, stats, clock, events, check)
+        self.transactions = JoinedWrites(scheduler, store)  # issue 27: connection=
+        return scheduler
 
     def _start(self) -> None:
         """Run the lease loop, the change feed and the refill (until :meth:`stop`). Their

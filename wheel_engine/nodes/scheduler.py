@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from journal.postgres import LiveKeyConflict, PostgresStore, StoredTimer
+from journal.postgres import ScheduleRequest as StoreRequest
 from wheel_engine.clock import Clock
 from wheel_engine.errors import DuplicateKey, EngineError, TimerNotFound
 from wheel_engine.events import EventBus
@@ -90,9 +91,10 @@ class NodeScheduler:
             requests = list(requests)
         return await self._schedule(self._check.batch(requests, now))
 
-    async def _schedule(self, requests: list[ScheduleRequest]) -> list[TimerInfo]:
+    def store_requests(self, requests: list[ScheduleRequest]) -> list[StoreRequest]:
+        """The store's requests for validated ones (keys made for those that have none)."""
         store = self._store
-        asked = [
+        return [
             store.request(
                 r.key if r.key is not None else self._new_key(),
                 r.handler,
@@ -102,8 +104,10 @@ class NodeScheduler:
             )
             for r in requests
         ]
+
+    async def _schedule(self, requests: list[ScheduleRequest]) -> list[TimerInfo]:
         try:
-            results = await store.schedule_many(asked)
+            results = await self._store.schedule_many(self.store_requests(requests))
         except LiveKeyConflict as exc:
             raise DuplicateKey(str(exc)) from exc
         infos: list[TimerInfo] = []
