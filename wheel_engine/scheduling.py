@@ -42,8 +42,7 @@ from wheel_engine.workers import WorkerPool
 
 #: An applied schedule: (its request, the new timer, the live timer it replaced or None).
 Change = tuple[ScheduleRequest, Timer, Timer | None]
-#: A journal row as :func:`journal.codec.schedule_row` makes it: (kind, msgpack body).
-Row = tuple[int, bytes]
+Row = tuple[int, bytes]  #: (kind, msgpack body), as :func:`journal.codec.schedule_row` makes it
 #: What ``schedule_many`` gets: a list or tuple of mappings of ``schedule()``'s keywords.
 Requests = list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...]
 
@@ -80,6 +79,7 @@ class Scheduler:
         self._key_counter = itertools.count(1)
         #: The commit of the timer :meth:`submit_fresh` last returned (read it at once).
         self.fresh_commit: asyncio.Future[None] | None = None
+        self.tracing: Any = None  # tracing (#29): a ContextVar of the trace, set only when on
 
     # ------------------------------------------------------------------ schedules
     def apply(self, request: ScheduleRequest) -> tuple[Timer, Change | None]:
@@ -100,6 +100,7 @@ class Scheduler:
         version = self.next_version
         self.next_version = version + 1
         timer = Timer(key, version, request.handler, request.due, request.payload)
+        timer.trace = self.tracing and self.tracing.get()  # tracing (#29): the call's context
         table = self._table
         if previous is not None:  # TimerTable.replace() inlined: schedule()'s hot path
             table.finished.discard(previous)
@@ -117,9 +118,9 @@ class Scheduler:
     async def commit(self, changes: list[Change]) -> None:
         """Commit applied schedules; on failure take them back out of memory, newest first."""
         now = self._clock.time()
-        rows = [
-            schedule_row(timer.key, timer.version, timer.handler, timer.due, request.data, now)
-            for request, timer, _ in changes
+        rows = [  # t.trace: tracing (#29)
+            schedule_row(t.key, t.version, t.handler, t.due, request.data, now, t.trace)
+            for request, t, _ in changes
         ]
         keys = [timer.key for _, timer, _ in changes]
         await self._commits.commit_rows(rows, keys, undo=self._undo_schedules, subject=changes)
@@ -246,7 +247,7 @@ class Scheduler:
         if not isinstance(requests, list | tuple):
             requests = list(requests)
         with gc_paused(len(requests)):
-            fresh = self._fresh(check, requests, now)
+            fresh = None if self.tracing is not None else self._fresh(check, requests, now)
             if fresh is not None:
                 return self._apply_fresh(*fresh)
             checked = check.batch(requests, now)
@@ -376,6 +377,7 @@ class Scheduler:
         fresh = Timer(dead.key, self.next_version, dead.handler, due, dead.payload)
         self.next_version += 1
         fresh.packed = dead.packed
+        fresh.trace = (self.tracing and self.tracing.get()) or dead.trace  # tracing (#29)
         fresh.last_error = dead.last_error  # kept for reading; attempts start again at 0
         fresh.updated_at = now
         table = self._table
@@ -384,7 +386,7 @@ class Scheduler:
         self._arm()
         info = fresh.info()
         if self._commits.journal is not None:
-            record = Redrive(dead.key, dead.version, fresh.version, due, now)
+            record = Redrive(dead.key, dead.version, fresh.version, due, now, fresh.trace)
             await self._commits.commit(
                 [record], track=True, undo=self._undo_redrive, subject=(fresh, dead)
             )
