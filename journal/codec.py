@@ -17,6 +17,12 @@ no ``object_hook``/``ext_hook`` (an ext value stays an inert ``ExtType`` and the
 check), and every field is type-checked against the record's shape, so a damaged body raises
 :class:`~journal.errors.JournalCorrupt` naming its ``seq`` instead of producing a wrong timer.
 Encoding checks the same shapes, so nothing undecodable is ever written.
+
+Optional trailing fields: a ``Schedule`` and a ``Redrive`` may carry one more field, a trace
+context (``str``), and a snapshot row one more (the timer's trace context) before its checked
+copies. A record or row without one is stored exactly as before (no byte more), so a journal
+that never saw tracing reads the same on every version; one that holds traced records reads
+as damaged on a wheel-engine older than the field (``docs/design.md``, "Tracing").
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ __all__ = [
     "SCHEDULE_KIND",
     "SHAPES",
     "SIGNATURES",
+    "TRACED",
     "check_fields",
     "decode",
     "decode_row",
@@ -77,8 +84,12 @@ SHAPES: Final[dict[Kind, tuple[tuple[type, ...], ...]]] = {
 }
 
 #: Every allowed tuple of field types, per kind (for a fast ``tuple(map(type, f)) in ...``).
+#: The kinds that may carry a trace context as one more, trailing, ``str`` field.
+TRACED: Final = frozenset({int(Kind.SCHEDULE), int(Kind.REDRIVE)})
 SIGNATURES: Final[dict[int, frozenset[tuple[type, ...]]]] = {
-    int(k): frozenset(itertools.product(*shape)) for k, shape in SHAPES.items()
+    int(k): frozenset(itertools.product(*shape))
+    | (frozenset(itertools.product(*shape, _STR)) if int(k) in TRACED else frozenset())
+    for k, shape in SHAPES.items()
 }
 _TYPE_BY_INT: Final[dict[int, type[Record]]] = {int(k): cls for k, cls in TYPE_OF.items()}
 _KIND_INT_OF: Final[dict[type[Record], int]] = {cls: int(k) for cls, k in KIND_OF.items()}
@@ -102,9 +113,12 @@ def encode(record: Record) -> tuple[int, bytes]:
     kind = _KIND_INT_OF.get(type(record))
     if kind is None:
         raise TypeError(f"not a journal record: {type(record).__name__}")
-    if tuple(map(type, record)) not in SIGNATURES[kind]:
+    fields: tuple[Any, ...] = record
+    if kind in TRACED and fields[-1] is None:  # no trace context: stored without the field
+        fields = fields[:-1]
+    if tuple(map(type, fields)) not in SIGNATURES[kind]:
         raise TypeError(f"malformed {type(record).__name__}: {record!r}")
-    return kind, _packer.pack(record)
+    return kind, _packer.pack(fields)
 
 
 def encode_many(records: Any) -> list[tuple[int, bytes]]:
@@ -116,20 +130,29 @@ SCHEDULE_KIND: Final = int(Kind.SCHEDULE)  #: a Schedule row's kind, as the writ
 
 
 def schedule_row(
-    key: str, version: int, handler: str, due: float, payload: bytes | None, at: float
+    key: str,
+    version: int,
+    handler: str,
+    due: float,
+    payload: bytes | None,
+    at: float,
+    trace: str | None = None,
 ) -> tuple[int, bytes]:
     """``encode(Schedule(key, version, handler, due, payload, at))`` without building the record
     or checking its shape: for callers that built the fields themselves from checked values
     (the engine's schedule paths). Compiled, the annotations are checked at the call (a ``str``
     that is not one raises ``TypeError``); pure Python checks nothing, so the caller must.
-    ``due`` and ``at`` must be floats: an int would be stored as an int (still decodable)."""
+    ``due`` and ``at`` must be floats: an int would be stored as an int (still decodable).
+    ``trace``: the timer's trace context, a trailing seventh field when given."""
+    if trace is not None:
+        return SCHEDULE_KIND, _packer.pack((key, version, handler, due, payload, at, trace))
     return SCHEDULE_KIND, schedule_body(key, version, handler, due, payload, at)
 
 
 def schedule_body(
     key: str, version: int, handler: str, due: float, payload: bytes | None, at: float
 ) -> bytes:
-    """:func:`schedule_row`'s body alone (its kind is ``Kind.SCHEDULE``)."""
+    """:func:`schedule_row`'s body alone (its kind is ``Kind.SCHEDULE``), untraced."""
     body: bytes = _packer.pack((key, version, handler, due, payload, at))
     return body
 
@@ -270,8 +293,9 @@ def payload_problem(payload: bytes | None) -> str | None:
 #
 # A snapshot row is stored as (key, state code, updated_at, body). ``state`` and ``updated_at``
 # are columns so that retention can be applied in SQL. The fields of the body are
-# [version, handler, due, payload, attempts, last_error, first_attempt_at]; schema 1 stores that
-# array as the body, schema 2 seals [*fields, key, state, updated_at] (see the module docstring).
+# [version, handler, due, payload, attempts, last_error, first_attempt_at], then the trace
+# context only when the timer has one; schema 1 stores that array as the body, schema 2 seals
+# [*fields, key, state, updated_at] (see the module docstring).
 
 ROW_SHAPE: Final = (
     _INT,  # version
@@ -283,27 +307,29 @@ ROW_SHAPE: Final = (
     (float, int, type(None)),  # first_attempt_at
 )
 _SEALED_ROW: Final = b"\x9b"  # msgpack fixarray of 11: 7 fields, key, state, updated_at, crc
+_SEALED_TRACED_ROW: Final = b"\x9c"  # of 12: the same with the trace context as an 8th field
 
 
 def encode_row(row: TimerRow, pack: Any = None) -> tuple[str, int, float, bytes]:
     """A :class:`TimerRow` as a sealed ``snapshot`` row. ``pack``: a packer's ``pack`` to reuse."""
     code = STATE_CODE[row.state]
-    packed = (pack or _packer.pack)(
-        (
-            row.version,
-            row.handler,
-            row.due,
-            row.payload,
-            row.attempts,
-            row.last_error,
-            row.first_attempt_at,
-            row.key,
-            code,
-            row.updated_at,
-        )
+    fields: tuple[Any, ...] = (
+        row.version,
+        row.handler,
+        row.due,
+        row.payload,
+        row.attempts,
+        row.last_error,
+        row.first_attempt_at,
     )
-    # ``packed`` starts with the header of a 10-array; the sealed row is 11 (+ the CRC).
-    return row.key, code, row.updated_at, seal(_SEALED_ROW + packed[1:] + BIN4)
+    header = _SEALED_ROW
+    if row.trace is not None:
+        fields += (row.trace,)
+        header = _SEALED_TRACED_ROW
+    packed = (pack or _packer.pack)((*fields, row.key, code, row.updated_at))
+    # ``packed`` starts with the header of a 10- (11-) array; the sealed row is 11 (12) with
+    # the CRC.
+    return row.key, code, row.updated_at, seal(header + packed[1:] + BIN4)
 
 
 def decode_row(key: Any, state: Any, updated_at: Any, body: Any) -> TimerRow:
@@ -340,8 +366,13 @@ def _row_of(key: Any, state: Any, updated_at: Any, f: Any) -> TimerRow:
         or not 0 <= state < len(STATES)
         or type(updated_at) not in _FLOAT
         or type(f) is not tuple
-        or len(f) != len(ROW_SHAPE)
-        or any(type(v) not in t for v, t in zip(f, ROW_SHAPE, strict=True))
+        or len(f) not in _ROW_LENGTHS
+        or any(type(v) not in t for v, t in zip(f, _TRACED_ROW_SHAPE, strict=False))
     ):
         raise JournalCorrupt(f"snapshot row {key!r}: damaged")
-    return TimerRow(key, f[0], f[1], f[2], f[3], STATES[state], f[4], f[5], f[6], updated_at)
+    trace = f[7] if len(f) > 7 else None
+    return TimerRow(key, f[0], f[1], f[2], f[3], STATES[state], f[4], f[5], f[6], updated_at, trace)
+
+
+_TRACED_ROW_SHAPE: Final = (*ROW_SHAPE, _STR)  # a row's fields with the trace context
+_ROW_LENGTHS: Final = (len(ROW_SHAPE), len(_TRACED_ROW_SHAPE))

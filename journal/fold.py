@@ -172,12 +172,15 @@ def fold_snapshot(
     key: Any = None
     try:
         for row, value in zip(rows, values, strict=True):
-            # Read by index from typed tuples (see fold_sealed); a value that is not an 11-tuple
-            # is a damaged row, diagnosed below.
+            # Read by index from typed tuples (see fold_sealed); a value that is not an 11- or
+            # 12-tuple is a damaged row, diagnosed below.
             column: tuple[Any, ...] = row
             stored: tuple[Any, ...] = value
-            if len(stored) != 11:
+            n = len(stored)  # 12: the timer's trace context follows its 7 fields
+            if n != 11 and n != 12:
                 raise bad
+            trace = stored[7] if n == 12 else None
+            x = n - 11  # where the checked copies start, past the trace context
             key = column[0]
             state = column[1]
             updated_at = column[2]
@@ -189,9 +192,10 @@ def fold_snapshot(
             last_error = stored[5]
             first_attempt_at = stored[6]
             if (
-                stored[7] != key
-                or stored[8] != state
-                or stored[9] != updated_at
+                stored[7 + x] != key
+                or stored[8 + x] != state
+                or stored[9 + x] != updated_at
+                or (trace is not None and type(trace) is not str)
                 or type(key) is not str
                 or type(state) is not int
                 or not 0 <= state < n_states
@@ -207,7 +211,7 @@ def fold_snapshot(
                 raise bad
             if version > max_version:
                 max_version = version
-            timers[key] = new_row(
+            timer = timers[key] = new_row(
                 key,
                 version,
                 handlers.setdefault(handler, handler),
@@ -219,6 +223,8 @@ def fold_snapshot(
                 first_attempt_at,
                 updated_at,
             )
+            if trace is not None:
+                timer.trace = trace
     except Exception as exc:
         for row in rows:
             decode_row(*row)  # raises with the reason

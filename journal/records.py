@@ -34,6 +34,10 @@ class Schedule(NamedTuple):
     due: float
     payload: bytes | None  #: msgpack bytes, or None for no payload
     at: float
+    #: The W3C trace context of the request that scheduled it (traceparent, then a space and
+    #: the tracestate when there is one), or None. An optional trailing field: a record
+    #: without one is stored as the six fields alone, as before tracing existed.
+    trace: str | None = None
 
 
 class Cancel(NamedTuple):
@@ -90,6 +94,8 @@ class Redrive(NamedTuple):
     new_version: int
     due: float
     at: float
+    #: The trace context of the redrive's caller, or None (optional and trailing, as Schedule's)
+    trace: str | None = None
 
 
 Record = Schedule | Cancel | Attempt | Ack | Retry | Dead | Redrive

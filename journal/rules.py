@@ -55,7 +55,8 @@ def schedule_rule(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerR
     an untyped value goes through an iterator.
     """
     t: tuple[Any, ...] = f  # a decoded body is a tuple (msgpack, use_list=False) or a record
-    if len(t) != 6:
+    n = len(t)
+    if n != 6 and n != 7:  # 7: a trace context trails (journal.codec, "optional fields")
         raise Malformed
     key = t[0]
     version = t[1]
@@ -73,10 +74,22 @@ def schedule_rule(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerR
     ):
         raise Malformed
     row = make(key, version, _intern(handler), due, payload, PENDING, 0, None, None, at)
+    if n == 7:
+        _set_trace(row, t[6])
     old = timers.setdefault(key, row)  # one probe of the index for a new key, the common case
     if old is not row and old.version <= version:
         timers[key] = row
     return version
+
+
+def _set_trace(row: Any, trace: Any) -> None:
+    """A row's trace context from a record's trailing field (a Schedule's, a Redrive's): a
+    ``str``, or None in a record object (encoded, a None is no field at all)."""
+    if trace is None:
+        return
+    if type(trace) is not str:
+        raise Malformed
+    row.trace = trace
 
 
 def _cancel(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
@@ -162,8 +175,8 @@ def _dead(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> i
 
 def _redrive(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -> int:
     """The live (DEAD) version -> PENDING as ``new_version``, attempts 0, at ``due``."""
-    key, version, new_version, due, at = f
-    if (
+    key, version, new_version, due, at, *trace = f  # trace: the optional trailing field
+    if len(trace) > 1 or (
         type(key) is not str
         or type(version) is not int
         or type(new_version) is not int
@@ -179,6 +192,8 @@ def _redrive(timers: dict[str, Any], f: Any, make: RowFactory[Any] = TimerRow) -
         row.attempts = 0
         row.first_attempt_at = None
         row.updated_at = at
+        if trace:
+            _set_trace(row, trace[0])
     return new_version if new_version > version else version
 
 

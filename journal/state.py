@@ -74,6 +74,7 @@ class TimerRow:
     last_error: str | None
     first_attempt_at: float | None  #: wall time of attempt 1 of this version (retry deadline)
     updated_at: float  #: ``at`` of the last record applied
+    trace: str | None = None  #: the W3C trace context it was scheduled in (or redriven), if any
 
 
 class Row(Protocol):
@@ -90,6 +91,7 @@ class Row(Protocol):
     last_error: str | None
     first_attempt_at: float | None
     updated_at: float
+    trace: str | None  #: set by the fold after ``make`` when a record carries one
 
 
 RowT = TypeVar("RowT", bound=Row)

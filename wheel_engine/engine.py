@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from wheel_engine import signals
+from wheel_engine import signals, tracing
 from wheel_engine.backends import Backend, backend_for
 from wheel_engine.clock import Clock, SystemClock
 from wheel_engine.commits import Commits
@@ -223,6 +223,7 @@ class Engine:
         self._storage = await self._backend.open(self.clock)
         self._started = True
         self._front.open(self._storage, local=not self._backend.shared)
+        tracing.start(self)  # tracing (#29): nothing changes unless OpenTelemetry is on
         self.clock.attach(self)
         self._starter.start(loop)
         self._trigger.start(loop, self._starter.enqueue)

@@ -105,7 +105,8 @@ async def schedule(
     scheduler = front.scheduler
     if not front.durable:  # in memory: no commit to wait for
         return scheduler.schedule_one(request)[0]
-    timer = scheduler.submit_fresh(request, now) if front.local else None
+    fast = front.local and scheduler.tracing is None  # tracing (#29): traced takes apply()
+    timer = scheduler.submit_fresh(request, now) if fast else None
     if timer is None:  # the key names a timer, or the store decides (PostgreSQL)
         return await front.storage.schedule(request)
     future = scheduler.submitted_commit  # timer's, as nothing else has run since

@@ -42,8 +42,7 @@ from wheel_engine.workers import WorkerPool
 
 #: An applied schedule: (its request, the new timer, the live timer it replaced or None).
 Change = tuple[ScheduleRequest, Timer, Timer | None]
-#: A journal row as :func:`journal.codec.schedule_row` makes it: (kind, msgpack body).
-Row = tuple[int, bytes]
+Row = tuple[int, bytes]  #: (kind, msgpack body), as :func:`journal.codec.schedule_row` makes it
 #: What ``schedule_many`` gets: a list or tuple of mappings of ``schedule()``'s keywords.
 Requests = list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...]
 
@@ -81,6 +80,7 @@ class Scheduler:
         #: The commit of the timer :meth:`submit_fresh` returned last: not a result of its own,
         #: so that no tuple is made per call; valid until the next call, so read it at once.
         self.submitted_commit: asyncio.Future[None] | None = None
+        self.tracing: Any = None  # tracing (#29): a ContextVar of the trace, set only when on
 
     # ------------------------------------------------------------------ schedules
     def apply(self, request: ScheduleRequest) -> tuple[Timer, Change | None]:
@@ -101,6 +101,7 @@ class Scheduler:
         version = self.next_version
         self.next_version = version + 1
         timer = Timer(key, version, request.handler, request.due, request.payload)
+        timer.trace = self.tracing and self.tracing.get()  # tracing (#29): the call's context
         table = self._table
         if previous is not None:  # TimerTable.replace() inlined: schedule()'s hot path
             table.finished.discard(previous)
@@ -116,9 +117,9 @@ class Scheduler:
     async def commit(self, changes: list[Change]) -> None:
         """Commit applied schedules; on failure take them back out of memory, newest first."""
         now = self._clock.time()
-        rows = [
-            schedule_row(timer.key, timer.version, timer.handler, timer.due, request.data, now)
-            for request, timer, _ in changes
+        rows = [  # t.trace: tracing (#29)
+            schedule_row(t.key, t.version, t.handler, t.due, request.data, now, t.trace)
+            for request, t, _ in changes
         ]
         keys = [timer.key for _, timer, _ in changes]
         await self._commits.commit_rows(rows, keys, undo=self._undo_schedules, subject=changes)
@@ -252,7 +253,7 @@ class Scheduler:
             requests = list(requests)
         instant = self._commits.instant  # the commit is done at once: nothing to encode
         with gc_paused(len(requests)):
-            fresh = self._fresh(check, requests, now, not instant)
+            fresh = None if self.tracing else self._fresh(check, requests, now, not instant)
             if fresh is not None:
                 return self._apply_fresh(*fresh, instant)
             checked = check.batch(requests, now)
@@ -378,6 +379,7 @@ class Scheduler:
         fresh = Timer(dead.key, self.next_version, dead.handler, due, dead.payload)
         self.next_version += 1
         fresh.packed = dead.packed
+        fresh.trace = (self.tracing and self.tracing.get()) or dead.trace  # tracing (#29)
         fresh.last_error = dead.last_error  # kept for reading; attempts start again at 0
         fresh.updated_at = now
         table = self._table
@@ -385,7 +387,7 @@ class Scheduler:
         table.place(fresh)
         self._arm()
         info = fresh.info()
-        record = Redrive(dead.key, dead.version, fresh.version, due, now)  # in memory: at once
+        record = Redrive(dead.key, dead.version, fresh.version, due, now, fresh.trace)  # at once
         await self._commits.commit(
             [record], track=True, undo=self._undo_redrive, subject=(fresh, dead)
         )

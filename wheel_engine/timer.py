@@ -63,6 +63,7 @@ class Timer(WheelEntry["Timer"]):
         "packed",
         "payload",
         "state",
+        "trace",  # tracing (#29): the W3C context it was scheduled in, or None
         "updated_at",
         "worker",
     )
@@ -97,6 +98,7 @@ class Timer(WheelEntry["Timer"]):
         self.worker: Worker | None = None
         self.interrupt: str | None = None
         self.packed: bytes | None = None
+        self.trace: str | None = None  # tracing (#29): see wheel_engine.tracing
 
     @property
     def version(self) -> int:

@@ -274,7 +274,8 @@ class Made:
     __slots__ = TimerRow.__slots__
 
     def __init__(self, *fields: object) -> None:
-        for name, value in zip(self.__slots__, fields, strict=True):
+        self.trace = None  # not a factory argument: the fold sets it when a record has one
+        for name, value in zip(self.__slots__[:-1], fields, strict=True):
             setattr(self, name, value)
 
 
