@@ -8,6 +8,7 @@ from wheel_engine._build import compiled
 
 if TYPE_CHECKING:
     from wheel_engine.commits import Commits
+    from wheel_engine.limits import Limits
     from wheel_engine.stats import Counters
     from wheel_engine.timers import TimerTable
 
@@ -15,10 +16,16 @@ __all__ = ["engine_stats"]
 
 
 def engine_stats(
-    table: TimerTable, running: int, counters: Counters, commits: Commits
+    table: TimerTable,
+    running: int,
+    counters: Counters,
+    commits: Commits,
+    limits: Limits | None = None,
 ) -> dict[str, Any]:
-    """``Engine.stats()``: O(1) but for the lag percentiles (metrics scrape it on a live loop)."""
+    """``Engine.stats()``: O(1) but for the lag percentiles (metrics scrape it on a live loop)
+    and per limited handler (``limits``: its limits, running, waiting, ``throttled``)."""
     journal = commits.journal
+    flow = {} if limits is None else {"throttled": limits.throttled(), "limits": limits.describe()}
     return {
         "pending": table.pending(),
         "running": running,
@@ -29,4 +36,5 @@ def engine_stats(
         "journal_records": journal.tail_records if journal is not None else 0,
         "last_compaction": commits.last_compaction,
         "compiled": compiled(),  # which build runs: wheel_engine._build, computed once
+        **flow,
     }

@@ -29,6 +29,7 @@ from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
 from wheel_engine.inline import InlineRunner
+from wheel_engine.limits import Limits
 from wheel_engine.outcomes import Outcomes
 from wheel_engine.plain import run_plain
 from wheel_engine.stats import Counters
@@ -91,6 +92,7 @@ class Starter(SlotOwner):
             self, outcomes, table.handlers, stats, clock, events, max_concurrency=max_concurrency
         )
         self._runner = InlineRunner(table, outcomes, stats, events)
+        self.limits = Limits(clock, events, self._ready, self)  # flow control per handler
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -196,13 +198,15 @@ class Starter(SlotOwner):
                 ready.popleft()
                 continue
             spec = handlers[timer.handler]
+            if not self.limits.admit(timer, now):  # limits: parked by its gate, uncharged
+                continue
             if timer.interrupt == INTERRUPT_CRASH:  # a suspect: it starts alone
                 if inline or pooled or self._attempt_commits or self._inline_starting:
                     break  # once everything before it has committed and started
                 if not spec.inline and not free:
                     break
                 ready.popleft()
-                _charge(timer, now)
+                _charge(timer, now, self.limits)
                 (inline if spec.inline else pooled).append(timer)
                 self.alone = timer
                 break
@@ -217,7 +221,7 @@ class Starter(SlotOwner):
             else:
                 break
             ready.popleft()
-            _charge(timer, now)
+            _charge(timer, now, self.limits)
         taken = len(inline) + len(pooled)
         self._table.queued -= taken
         self.running += taken
@@ -277,6 +281,7 @@ class Starter(SlotOwner):
         """Only the attempts ``claims`` keeps run; the others leave the group's counts."""
         kept_inline = [timer for timer in inline if claims.keep(timer)]
         kept_pooled = [timer for timer in pooled if claims.keep(timer)]
+        self.limits.release_refused(itertools.chain(inline, pooled), kept_inline, kept_pooled)
         self.running -= len(inline) - len(kept_inline) + len(pooled) - len(kept_pooled)
         self._slots -= len(pooled) - len(kept_pooled)
         if inline and not kept_inline:  # the inline group ended before it began
@@ -306,6 +311,7 @@ class Starter(SlotOwner):
         timers = self._table.timers
         for timer in itertools.chain(inline, pooled):
             self.running -= 1
+            self.limits.release(timer)
             if timer.state is RUNNING and timers.get(timer.key) is timer:
                 timer.state = PENDING
                 timer.attempts -= 1
@@ -318,6 +324,7 @@ class Starter(SlotOwner):
         """A group's attempts are committed: run the plain ones now, hand the rest to workers."""
         self.running -= len(inline)
         run_plain(inline, self._handlers, self._outcomes, self._stats, self._events, self._clock)
+        self.limits.release_all(inline)
         if inline:
             self._inline_starting = False
             self.alone = None
@@ -330,11 +337,11 @@ class Starter(SlotOwner):
         self.check_idle()
 
     # ------------------------------------------------------------------ the pool's side
-    def attempt_ended(self) -> None:
-        """A worker's attempt ended. In memory it goes on with the queue's head at once (nothing
-        to commit); with a journal the freed slots are filled by one group, a callback later."""
+    def attempt_ended(self, timer: Timer) -> None:
+        """``timer``'s attempt ended: in memory the queue's head takes its slot, else one group."""
         self.running -= 1
         self._slots -= 1
+        self.limits.release(timer)
         if not self._table.queued or self.closing:  # closing: queued ones wait for next start
             return
         if self._commits.journal is not None:
@@ -348,10 +355,10 @@ class Starter(SlotOwner):
         ready = self._ready
         while ready and ready[0].where != QUEUED:  # cancelled or replaced while it waited
             ready.popleft()
-        if not ready or self._handlers[ready[0].handler].inline:
-            return False
+        if not ready or self._handlers[ready[0].handler].inline or self.limits.gated(ready[0]):
+            return False  # (a limited handler's timer: its gate decides, on the general path)
         timer = ready.popleft()
-        _charge(timer, self._clock.time())
+        _charge(timer, self._clock.time(), self.limits)
         self._table.queued -= 1
         self.running += 1
         self._slots += 1
@@ -381,8 +388,9 @@ class Starter(SlotOwner):
             self.idle.set()
 
 
-def _charge(timer: Timer, now: float) -> None:
+def _charge(timer: Timer, now: float, limits: Limits) -> None:
     """Out of the queue and RUNNING, one attempt more (its record is committed next)."""
+    limits.took(timer, now)
     timer.interrupt = None  # INTERRUPT_CRASH has done its work
     timer.where = DETACHED
     timer.state = RUNNING
