@@ -24,7 +24,6 @@ def engine_stats(
 ) -> dict[str, Any]:
     """``Engine.stats()``: O(1) but for the lag percentiles (metrics scrape it on a live loop)
     and per limited handler (``limits``: its limits, running, waiting, ``throttled``)."""
-    journal = commits.journal
     flow = {} if limits is None else {"throttled": limits.throttled(), "limits": limits.describe()}
     return {
         "pending": table.pending(),
@@ -33,7 +32,7 @@ def engine_stats(
         "unhandled": table.parked(),
         "unhandled_handlers": sorted(table.unhandled),
         **counters.as_dict(),
-        "journal_records": journal.tail_records if journal is not None else 0,
+        "journal_records": commits.journal.tail_records,  # 0 where nothing is compacted
         "last_compaction": commits.last_compaction,
         "compiled": compiled(),  # which build runs: wheel_engine._build, computed once
         **flow,

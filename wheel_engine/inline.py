@@ -70,8 +70,6 @@ class InlineRunner:
             spec = handlers.get(timer.handler)
             if spec is None or not spec.inline or timer.interrupt is not None:
                 break
-            if spec.limits is not None:  # flow control: the general path's gate decides
-                break
             if timer.attempts >= spec.retry.max_attempts:
                 break
             self.fire(timer, spec, now)
@@ -90,7 +88,7 @@ class InlineRunner:
             if timer.where != QUEUED:  # cancelled or replaced while it waited
                 continue
             spec = handlers[timer.handler]
-            if not spec.inline or timer.interrupt is not None or spec.limits is not None:
+            if not spec.inline or timer.interrupt is not None:
                 ready.appendleft(timer)  # the general path's, at the head as it was
                 break
             taken.append(timer)

@@ -1,10 +1,10 @@
 """Flow control per handler: the gates that hold a limited handler's due timers back.
 
 A handler registered with ``concurrency`` or ``rate`` (:mod:`wheel_engine.limit_options`) gets
-a :class:`Gate`. The starter (:mod:`wheel_engine.starting`) asks it before it takes one of the
-handler's timers off its queue (:meth:`Gate.admit`), tells it when it took one
-(:meth:`Gate.took`) and when an attempt ended (:meth:`Limits.release`). Nothing else of the
-start path knows about limits.
+a :class:`Gate`. While any handler is limited, the starter (:mod:`wheel_engine.starting`) asks
+:meth:`Limits.admit_and_take` (its ``admit`` seam) right before it takes a due timer into a
+start group, and tells :meth:`Limits.release` when an attempt ended (or was given back). Nothing
+else of the start path knows about limits; with no limited handler the seam is unset.
 
 A timer the gate refuses is **parked** in the gate's own FIFO line, off the starter's queue: it
 stays ``PENDING`` and ``QUEUED`` (so a cancel or a replace reaches it as in the queue, its entry
@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol
 
 from wheel_engine.clock import Cancellable, Clock
@@ -94,6 +94,8 @@ class Starts(Protocol):
     """What a gate needs of the starter: is it closing, and start more of its queue soon."""
 
     closing: bool
+    #: the starter's admission seam: asked right before a due timer is taken into a group
+    admit: Callable[[Timer, Any], bool] | None
 
     def start_later(self) -> None: ...
 
@@ -331,6 +333,8 @@ class Limits:
             )
         else:
             gate.configure(limits)
+        # Only while a handler is limited: the starter's fast paths need no seam otherwise.
+        self._starts.admit = self.admit_and_take if self.gates else None
 
     def release(self, timer: Timer) -> None:
         """``timer``'s attempt ended: its handler's slot is free."""
@@ -349,23 +353,21 @@ class Limits:
             if gate is not None:
                 gate.release()
 
-    def admit(self, timer: Timer, now: float) -> bool:
-        """The starter's hook before it takes ``timer`` (its queue's head): False if its
-        handler's gate parked it. A stale entry (cancelled in the queue) is the starter's."""
-        gate = self.gates.get(timer.handler) if self.gates else None
-        if gate is None or timer.where != QUEUED:
+    def admit_and_take(self, timer: Timer, spec: object) -> bool:
+        """The starter's admission seam (``Starter.admit``): True, and ``timer``'s slot and
+        token are taken, as the starter takes it at once; False, and it is parked (out of the
+        queue, PENDING, uncharged) and the starter's group ends: it goes on a callback later."""
+        if timer.where != QUEUED:
             return True
-        return gate.admit(timer, now)
-
-    def took(self, timer: Timer, now: float) -> None:
-        """The starter took ``timer`` (admitted) to charge its attempt."""
-        gate = self.gates.get(timer.handler) if self.gates else None
-        if gate is not None:
+        gate = self.gates.get(timer.handler)
+        if gate is None:
+            return True
+        now = self._clock.time()
+        if gate.admit(timer, now):
             gate.took(now)
-
-    def gated(self, timer: Timer) -> bool:
-        """``timer``'s handler is limited (only the general start path asks its gate)."""
-        return bool(self.gates) and timer.handler in self.gates
+            return True
+        self._starts.start_later()
+        return False
 
     def release_refused(
         self, timers: Iterable[Timer], kept_inline: list[Timer], kept_pooled: list[Timer]
