@@ -7,7 +7,7 @@ process can never make the engine run code that was not registered in that proce
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Unpack
 
@@ -68,12 +68,13 @@ def make_spec(
         raise ValueError(f"handler {name!r}: timeout must be a positive number of seconds")
     if describe_error is not None and not callable(describe_error):
         raise TypeError(f"handler {name!r}: describe_error is not callable: {describe_error!r}")
+    raw: Mapping[str, object] = options  # unchecked values: compiled code would reject them
     limits = check_limits(
         name,
-        options.get("concurrency"),
-        options.get("rate"),
-        options.get("burst"),
-        options.get("limit_scope", "node"),
+        raw.get("concurrency"),
+        raw.get("rate"),
+        raw.get("burst"),
+        raw.get("limit_scope", "node"),
     )
     inline = not is_async and not thread
     return HandlerSpec(name, fn, timeout, retry, is_async, thread, inline, describe_error, limits)

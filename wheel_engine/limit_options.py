@@ -51,10 +51,10 @@ class HandlerLimits:
 
 def check_limits(
     name: str,
-    concurrency: int | None,
-    rate: float | None,
-    burst: int | None,
-    limit_scope: str,
+    concurrency: object,
+    rate: object,
+    burst: object,
+    limit_scope: object,
 ) -> HandlerLimits | None:
     """The checked limits of handler ``name``, or None when it has none.
 
