@@ -13,7 +13,16 @@ import pytest
 from wheel_engine.events import Event, EventBus, EventKind
 from wheel_engine.timer import Timer
 
-SPEC_KINDS = ["scheduled", "fired", "succeeded", "retry", "dead", "canceled", "redriven"]
+SPEC_KINDS = [
+    "scheduled",
+    "fired",
+    "succeeded",
+    "retry",
+    "dead",
+    "canceled",
+    "redriven",
+    "throttled",
+]
 
 
 def timer(key: str = "k", version: int = 7, due: float = 100.0, attempts: int = 0) -> Timer:

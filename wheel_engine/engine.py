@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
 
 from wheel_engine import signals, tracing
 from wheel_engine.backends import Backend, backend_for
@@ -26,7 +26,8 @@ from wheel_engine.errors import EngineError
 from wheel_engine.events import EventBus, Subscriber
 from wheel_engine.front import Front
 from wheel_engine.front import schedule as front_schedule
-from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
+from wheel_engine.handlers import HandlerFn, HandlerOptions, HandlerSpec, make_spec
+from wheel_engine.limit_options import LimitOptions, check_scope
 from wheel_engine.local_storage import LocalStorage
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.nodes.options import check_node_options, node_for
@@ -163,21 +164,11 @@ class Engine:
         """The open SQLite journal (None in memory, on PostgreSQL, or before :meth:`start`)."""
         return self._backend.journal()
 
-    def handler(
-        self,
-        name: str,
-        *,
-        timeout: float | None = None,
-        retry: RetryPolicy | None = None,
-        thread: bool = False,
-        describe_error: ErrorDescriber | None = None,
-    ) -> Callable[[F], F]:
-        """Decorator form of :meth:`register`."""
+    def handler(self, name: str, **options: Unpack[HandlerOptions]) -> Callable[[F], F]:
+        """Decorator form of :meth:`register`, with the same options."""
 
         def decorate(fn: F) -> F:
-            self.register(
-                name, fn, timeout=timeout, retry=retry, thread=thread, describe_error=describe_error
-            )
+            self.register(name, fn, **options)
             return fn
 
         return decorate
@@ -191,11 +182,14 @@ class Engine:
         retry: RetryPolicy | None = None,
         thread: bool = False,
         describe_error: ErrorDescriber | None = None,
+        **limits: Unpack[LimitOptions],
     ) -> None:
         """Register ``fn`` under ``name``. Timers parked for want of it become due again.
 
         ``describe_error(exc) -> str`` decides what is kept of an exception the handler raised
         (``last_error``, the journal, the DEAD log line); see :mod:`wheel_engine.diagnostics`.
+        ``concurrency``, ``rate``, ``burst``, ``limit_scope``: flow control, see
+        :mod:`wheel_engine.limits` (a timer waiting for a slot or token stays PENDING, uncharged).
         """
         spec = make_spec(
             name,
@@ -204,8 +198,11 @@ class Engine:
             retry=retry if retry is not None else self.default_retry,
             thread=thread,
             describe_error=describe_error,
+            **limits,
         )
+        check_scope(name, spec.limits, shared=self._node is not None)  # "cluster": PostgreSQL
         self._handlers[name] = spec
+        self._starter.limits.configure(name, spec.limits)  # flow control (issue 26)
         # Recovery parks timers whose handler is not registered; they become due now.
         if self._table.unpark(name):
             self._trigger.arm()
@@ -370,7 +367,10 @@ class Engine:
     def stats(self) -> dict[str, Any]:
         """Counts by state, counters since start, lateness (seconds) and journal size; on
         PostgreSQL also this ``node`` and the ``partitions`` it owns."""
-        stats = engine_stats(self._table, self._starter.running, self._stats, self._commits)
+        starter = self._starter
+        stats = engine_stats(
+            self._table, starter.running, self._stats, self._commits, starter.limits
+        )
         extra = self._backend.stats()  # the node's figures on PostgreSQL
         return {**stats, **extra} if extra else stats
 

@@ -8,6 +8,7 @@ from wheel_engine._build import compiled
 
 if TYPE_CHECKING:
     from wheel_engine.commits import Commits
+    from wheel_engine.limits import Limits
     from wheel_engine.stats import Counters
     from wheel_engine.timers import TimerTable
 
@@ -15,9 +16,15 @@ __all__ = ["engine_stats"]
 
 
 def engine_stats(
-    table: TimerTable, running: int, counters: Counters, commits: Commits
+    table: TimerTable,
+    running: int,
+    counters: Counters,
+    commits: Commits,
+    limits: Limits | None = None,
 ) -> dict[str, Any]:
-    """``Engine.stats()``: O(1) but for the lag percentiles (metrics scrape it on a live loop)."""
+    """``Engine.stats()``: O(1) but for the lag percentiles (metrics scrape it on a live loop)
+    and per limited handler (``limits``: its limits, running, waiting, ``throttled``)."""
+    flow = {} if limits is None else {"throttled": limits.throttled(), "limits": limits.describe()}
     return {
         "pending": table.pending(),
         "running": running,
@@ -28,4 +35,5 @@ def engine_stats(
         "journal_records": commits.journal.tail_records,  # 0 where nothing is compacted
         "last_compaction": commits.last_compaction,
         "compiled": compiled(),  # which build runs: wheel_engine._build, computed once
+        **flow,
     }

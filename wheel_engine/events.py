@@ -49,6 +49,8 @@ class EventKind(enum.StrEnum):
     DEAD = "dead"  #: given up: attempts or deadline spent, PermanentError, interrupted last try
     CANCELED = "canceled"  #: cancelled while pending (committed), or a running attempt stopped
     REDRIVEN = "redriven"  #: a DEAD timer went back to PENDING as a new version; committed
+    #: due, but held back by its handler's ``concurrency`` or ``rate``: PENDING, not charged
+    THROTTLED = "throttled"
 
 
 class Event(NamedTuple):
@@ -215,6 +217,10 @@ class EventBus:
     def canceled(self, timer: TimerLike, at: float, duration: float | None = None) -> None:
         """Cancelled: pending (committed), or a running attempt that stopped (``duration``)."""
         self._emit(EventKind.CANCELED, timer, timer.due, at, duration=duration)
+
+    def throttled(self, timer: TimerLike, at: float) -> None:
+        """``timer`` is due but waits for a slot or a token of its handler (uncharged)."""
+        self._emit(EventKind.THROTTLED, timer, timer.due, at)
 
     def redriven(self, timer: TimerLike, at: float) -> None:
         """``timer`` is the new PENDING version of a redriven DEAD timer, committed."""

@@ -7,15 +7,25 @@ process can never make the engine run code that was not registered in that proce
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from wheel_engine.diagnostics import ErrorDescriber
+from wheel_engine.limit_options import HandlerLimits, LimitOptions, check_limits
 from wheel_engine.model import Firing
 from wheel_engine.retry import RetryPolicy
 
 HandlerFn = Callable[[Firing], Awaitable[Any]] | Callable[[Firing], Any]
+
+
+class HandlerOptions(LimitOptions, total=False):
+    """The options of ``Engine.register`` and ``Engine.handler`` (all keyword, all optional)."""
+
+    timeout: float | None
+    retry: RetryPolicy | None
+    thread: bool
+    describe_error: ErrorDescriber | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +40,8 @@ class HandlerSpec:
     thread: bool  #: a plain function run in a worker thread
     inline: bool  #: a plain function run on the loop, like a call_at callback
     describe_error: ErrorDescriber | None = None  #: what to keep of an exception (last_error)
+    #: its flow control (``concurrency``, ``rate``): None when only ``max_concurrency`` applies
+    limits: HandlerLimits | None = None
 
 
 def make_spec(
@@ -40,6 +52,7 @@ def make_spec(
     retry: RetryPolicy,
     thread: bool,
     describe_error: ErrorDescriber | None = None,
+    **options: Unpack[LimitOptions],
 ) -> HandlerSpec:
     """Check a registration and describe it. Raises before anything is registered."""
     if not isinstance(name, str) or not name:
@@ -55,5 +68,13 @@ def make_spec(
         raise ValueError(f"handler {name!r}: timeout must be a positive number of seconds")
     if describe_error is not None and not callable(describe_error):
         raise TypeError(f"handler {name!r}: describe_error is not callable: {describe_error!r}")
+    raw: Mapping[str, object] = options  # unchecked values: compiled code would reject them
+    limits = check_limits(
+        name,
+        raw.get("concurrency"),
+        raw.get("rate"),
+        raw.get("burst"),
+        raw.get("limit_scope", "node"),
+    )
     inline = not is_async and not thread
-    return HandlerSpec(name, fn, timeout, retry, is_async, thread, inline, describe_error)
+    return HandlerSpec(name, fn, timeout, retry, is_async, thread, inline, describe_error, limits)

@@ -19,7 +19,10 @@ What is exported (``wheel_engine_`` prefix):
   not registered), ``journal_records`` (records since the last compaction) and
   ``lateness_max_seconds`` (the latest firing since the engine started);
 - counters ``fired_total``, ``succeeded_total``, ``retried_total``, ``dead_total``,
-  ``canceled_total``, ``redriven_total`` (since the engine started).
+  ``canceled_total``, ``redriven_total`` (since the engine started);
+- per handler with ``concurrency`` or ``rate`` (:mod:`wheel_engine.limits`): gauges
+  ``handler_running{handler}`` and ``handler_waiting{handler,reason="slot|token"}``, counter
+  ``handler_throttled_total{handler}``.
 
 Gauges and counters are read from :meth:`Engine.stats` when Prometheus scrapes: nothing is done
 per timer for them. The per-handler histograms cost one observation per event they count
@@ -188,6 +191,32 @@ class _StatsCollector:
         )
         for name, key, doc in _COUNTERS:
             yield CounterMetricFamily(f"{p}_{name}", doc, value=float(stats.get(key, 0) or 0))
+        yield from _limit_families(p, stats.get("limits") or {})
+
+
+def _limit_families(p: str, limits: dict[str, dict[str, Any]]) -> Iterator[Metric]:
+    """Per limited handler (``concurrency``/``rate``): running, waiting and throttled."""
+    running = GaugeMetricFamily(
+        f"{p}_handler_running", "Attempts of a limited handler running now.", labels=["handler"]
+    )
+    waiting = GaugeMetricFamily(
+        f"{p}_handler_waiting",
+        "Due timers of a limited handler waiting, PENDING and uncharged, for a slot or a token.",
+        labels=["handler", "reason"],
+    )
+    throttled = CounterMetricFamily(
+        f"{p}_handler_throttled",
+        "Times a due timer of a limited handler had to wait, since the engine started.",
+        labels=["handler"],
+    )
+    for handler, figures in limits.items():
+        running.add_metric([handler], float(figures["running"]))
+        waiting.add_metric([handler, "slot"], float(figures["waiting_slot"]))
+        waiting.add_metric([handler, "token"], float(figures["waiting_token"]))
+        throttled.add_metric([handler], float(figures["throttled"]))
+    yield running
+    yield waiting
+    yield throttled
 
 
 class _LoopHistogram:

@@ -37,6 +37,7 @@ from wheel_engine.commits import Commits, log_attempts_failure
 from wheel_engine.events import EventBus
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.inline import InlineRunner
+from wheel_engine.limits import Limits
 from wheel_engine.outcomes import Outcomes
 from wheel_engine.plain_group import run_plain_group
 from wheel_engine.stats import Counters
@@ -104,6 +105,7 @@ class Starter(SlotOwner):
             self, outcomes, table.handlers, stats, clock, events, max_concurrency=max_concurrency
         )
         self._runner = InlineRunner(table, outcomes, stats, events)
+        self.limits = Limits(clock, events, self._ready, self)  # sets admit while one is limited
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start taking due timers, the store open (its sink installed in the commits)."""
@@ -300,6 +302,7 @@ class Starter(SlotOwner):
         """Only the attempts ``claims`` keeps run; the others leave the group's counts."""
         kept_inline = [timer for timer in inline if claims.keep(timer)]
         kept_pooled = [timer for timer in pooled if claims.keep(timer)]
+        self.limits.release_refused(itertools.chain(inline, pooled), kept_inline, kept_pooled)
         self.running -= len(inline) - len(kept_inline) + len(pooled) - len(kept_pooled)
         self._slots -= len(pooled) - len(kept_pooled)
         if inline and not kept_inline:  # the inline group ended before it began
@@ -322,6 +325,7 @@ class Starter(SlotOwner):
         timers = self._table.timers
         for timer in itertools.chain(inline, pooled):
             self.running -= 1
+            self.limits.release(timer)
             if timer.state is RUNNING and timers.get(timer.key) is timer:
                 timer.state = PENDING
                 timer.attempts -= 1
@@ -336,6 +340,7 @@ class Starter(SlotOwner):
         run_plain_group(
             inline, self._handlers, self._outcomes, self._stats, self._events, self._clock
         )
+        self.limits.release_all(inline)
         if inline:
             self._inline_starting = False
             self.alone = None
@@ -348,11 +353,11 @@ class Starter(SlotOwner):
         self.check_idle()
 
     # ------------------------------------------------------------------ the pool's side
-    def attempt_ended(self) -> None:
-        """A worker's attempt ended. In memory it goes on with the queue's head at once (nothing
-        to commit); with a journal the freed slots are filled by one group, a callback later."""
+    def attempt_ended(self, timer: Timer) -> None:
+        """``timer``'s attempt ended: in memory the queue's head takes its slot, else one group."""
         self.running -= 1
         self._slots -= 1
+        self.limits.release(timer)
         if not self._table.queued or self.closing:  # closing: queued ones wait for next start
             return
         if not self._instant:

@@ -56,8 +56,8 @@ class SlotOwner:
         """The crash suspect's handler has run its first step."""
         raise NotImplementedError
 
-    def attempt_ended(self) -> None:
-        """An attempt the pool ran ended: its slot is free."""
+    def attempt_ended(self, timer: Timer) -> None:
+        """An attempt the pool ran (``timer``'s) ended: its slot is free."""
         raise NotImplementedError
 
     def check_idle(self) -> None:
@@ -168,12 +168,12 @@ class WorkerPool:
             if starter.alone is timer:  # the queue goes on once its first step has run
                 self._loop.call_soon(starter.suspect_started)
             if timer.interrupt == INTERRUPT_CANCEL:  # cancelled before its handler started
-                starter.attempt_ended()
+                starter.attempt_ended(timer)
                 outcomes.complete(timer, asyncio.CancelledError(), cancelled=True)
                 continue
             guard = self.start_guard  # the claim's lease may have lapsed while it waited here
             if guard is not None and not guard(timer):
-                starter.attempt_ended()
+                starter.attempt_ended(timer)
                 continue
             spec = handlers[timer.handler]
             error: BaseException | None = None
@@ -196,7 +196,7 @@ class WorkerPool:
             except asyncio.CancelledError as exc:
                 if timer.interrupt is None:  # the engine is closing: not acknowledged
                     timer.worker = None
-                    starter.attempt_ended()
+                    starter.attempt_ended(timer)
                     starter.check_idle()
                     raise
                 error = exc
@@ -209,7 +209,7 @@ class WorkerPool:
             timer.worker = None
             if timer.interrupt is not None and task.cancelling():
                 task.uncancel()
-            starter.attempt_ended()
+            starter.attempt_ended(timer)
             ran = None  # measured only for a subscriber: no clock read per firing otherwise
             if firing is not None and events.active:
                 ran = clock.time() - firing.fired_at

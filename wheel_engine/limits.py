@@ -1,0 +1,389 @@
+"""Flow control per handler: the gates that hold a limited handler's due timers back.
+
+A handler registered with ``concurrency`` or ``rate`` (:mod:`wheel_engine.limit_options`) gets
+a :class:`Gate`. While any handler is limited, the starter (:mod:`wheel_engine.starting`) asks
+:meth:`Limits.admit_and_take` (its ``admit`` seam) right before it takes a due timer into a
+start group, and tells :meth:`Limits.release` when an attempt ended (or was given back). Nothing
+else of the start path knows about limits; with no limited handler the seam is unset.
+
+A timer the gate refuses is **parked** in the gate's own FIFO line, off the starter's queue: it
+stays ``PENDING`` and ``QUEUED`` (so a cancel or a replace reaches it as in the queue, its entry
+going stale) and is charged nothing, so a crash while it waits costs it no attempt. When the gate
+can start more (a slot is released, or the token bucket has refilled, at the time the clock
+says: never earlier, and no callback at all while nothing waits), it moves a batch of at most
+``WAKE_BATCH`` parked timers, as many as can start, to the **tail** of the starter's queue: other
+handlers' timers already queued start first, so one handler's backlog never delays another's
+by more than one such batch. A backlog of N costs O(1) per start: the line is never rescanned.
+
+Order within a handler: the line is kept in ``(due, version)`` order, and a timer of a handler
+whose line (or whose batch moved to the queue) holds an earlier one is parked behind it.
+
+Everything runs on the loop thread, like the starter.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Protocol
+
+from wheel_engine.clock import Cancellable, Clock
+from wheel_engine.events import EventBus
+from wheel_engine.limit_options import HandlerLimits
+from wheel_engine.timer import QUEUED, Timer
+
+__all__ = ["WAKE_BATCH", "Gate", "Limits", "TokenBucket"]
+
+#: Parked timers moved to the starter's queue per wake: what one handler's backlog can put in
+#: front of a timer of another handler that becomes due meanwhile.
+WAKE_BATCH: Final = 256
+#: A refill wake waits for this many seconds' worth of tokens (at least one): a handler limited
+#: to thousands of starts per second is woken a few hundred times a second, not once per token.
+REFILL_QUANTUM: Final = 0.005
+#: While moved timers wait in the starter's queue (the engine is saturated), the line looks again
+#: this often, in case they were all cancelled there (a cancel does not tell the gate).
+STALE_RECHECK: Final = 1.0
+#: Slack on a token count, in seconds of refill: epoch seconds are floats with a resolution of
+#: about 0.2 us, so a refill armed for exactly one token can read 0.999999 tokens when it runs.
+_SLACK_SECONDS: Final = 1e-6
+
+
+class TokenBucket:
+    """``burst`` tokens, refilled at ``rate`` per second of the wall clock; one per start.
+
+    Starts per interval of length T are at most ``burst + rate * T``. A wall clock set back
+    restarts the refill from the new reading (tokens are never taken away, never added for the
+    jump)."""
+
+    __slots__ = ("burst", "rate", "slack", "stamp", "tokens")
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = float(burst)
+        self.stamp = now
+        self.slack = min(0.5, rate * _SLACK_SECONDS)  # tokens a time's rounding may hide
+
+    def level(self, now: float) -> float:
+        """The tokens available at ``now`` (refilled up to it)."""
+        if now > self.stamp:
+            self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        return self.tokens
+
+    def can_take(self, now: float) -> bool:
+        return self.level(now) >= 1.0 - self.slack
+
+    def take(self, now: float) -> None:
+        """One token (the caller checked :meth:`can_take`)."""
+        self.tokens = max(0.0, self.level(now) - 1.0)
+
+    def whole(self, now: float) -> int:
+        """Whole tokens available at ``now``."""
+        return math.floor(self.level(now) + self.slack)
+
+    def ready_at(self, count: float) -> float:
+        """The wall time at which ``count`` tokens (at most ``burst``) are available."""
+        wanted = min(float(self.burst), count)
+        return self.stamp + max(0.0, wanted - self.tokens) / self.rate
+
+
+class Starts(Protocol):
+    """What a gate needs of the starter: is it closing, and start more of its queue soon."""
+
+    closing: bool
+    #: the starter's admission seam: asked right before a due timer is taken into a group
+    admit: Callable[[Timer, Any], bool] | None
+
+    def start_later(self) -> None: ...
+
+
+class Gate:
+    """One limited handler's running count, token bucket and line of parked timers."""
+
+    __slots__ = (
+        "_clock",
+        "_events",
+        "_queue",
+        "_starts",
+        "_wake_handle",
+        "blocked_on",
+        "bucket",
+        "concurrency",
+        "limits",
+        "name",
+        "parked",
+        "running",
+        "throttled",
+        "woken",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        limits: HandlerLimits,
+        clock: Clock,
+        events: EventBus,
+        queue: deque[Timer],
+        starts: Starts,
+    ) -> None:
+        self.name = name
+        self._clock = clock
+        self._events = events
+        self._queue = queue
+        self._starts = starts
+        self._wake_handle: Cancellable | None = None
+        self.running = 0  # attempts of this handler taken by the starter and not ended
+        self.parked: deque[Timer] = deque()  # waiting here, in (due, version) order
+        self.woken: deque[Timer] = deque()  # moved to the starter's queue, not taken yet
+        self.throttled = 0  # timers parked since start (each time one had to wait)
+        self.blocked_on = "slot"  # what the line waits for: "slot" or "token"
+        self.limits = limits
+        self.concurrency: int | None = None
+        self.bucket: TokenBucket | None = None
+        self.configure(limits)
+
+    def configure(self, limits: HandlerLimits) -> None:
+        """New limits (a re-registration): running attempts and parked timers are kept."""
+        self.limits = limits
+        self.concurrency = limits.concurrency
+        if limits.rate is None or limits.burst is None:
+            self.bucket = None
+        else:
+            self.bucket = TokenBucket(limits.rate, limits.burst, self._clock.time())
+        self.wake()
+
+    # ------------------------------------------------------------------ the start path
+    def admit(self, timer: Timer, now: float) -> bool:
+        """May ``timer`` (at the head of the starter's queue) start now? If not, it leaves the
+        queue and is parked here, still PENDING and uncharged. Takes nothing: :meth:`took` does,
+        once the starter took it."""
+        first = self._first_waiting()
+        if first is not None and (first.due, first.seq) < (timer.due, timer.seq):
+            self._park(timer, now)  # an earlier one of this handler waits: behind it
+            return False
+        if self.concurrency is not None and self.running >= self.concurrency:
+            self.blocked_on = "slot"
+            self._park(timer, now)
+            return False
+        bucket = self.bucket
+        if bucket is not None and not bucket.can_take(now):
+            self.blocked_on = "token"
+            self._park(timer, now)
+            self._wake_at_refill()
+            return False
+        return True
+
+    def took(self, now: float) -> None:
+        """The starter took an admitted timer: a slot and a token are its own now."""
+        self.running += 1
+        if self.bucket is not None:
+            self.bucket.take(now)
+        if self.parked and not self._outstanding():
+            self.wake()  # the last woken one is taken: the next batch, if it can start
+
+    def release(self) -> None:
+        """One of this handler's attempts ended (or was given back before it ran)."""
+        if self.running > 0:
+            self.running -= 1
+        if self.parked and not self._outstanding():
+            self.wake()
+
+    def wake(self) -> None:
+        """Move what can start now from the line to the tail of the starter's queue."""
+        handle = self._wake_handle
+        if handle is not None:
+            handle.cancel()
+            self._wake_handle = None
+        if not self.parked or self._starts.closing:
+            return
+        if self._outstanding():  # the last one taken wakes the line; a cancelled one would not
+            self._wake_handle = self._clock.call_at(self._clock.time() + STALE_RECHECK, self.wake)
+            return
+        room = WAKE_BATCH
+        if self.concurrency is not None:
+            room = min(room, self.concurrency - self.running)
+            if room <= 0:
+                self.blocked_on = "slot"
+                return  # a release wakes the line
+        bucket = self.bucket
+        if bucket is not None:
+            room = min(room, bucket.whole(self._clock.time()))
+            if room <= 0:
+                self.blocked_on = "token"
+                self._wake_at_refill()
+                return
+        parked = self.parked
+        queue = self._queue
+        woken = self.woken
+        moved = 0
+        while parked and moved < room:
+            timer = parked.popleft()
+            if timer.where != QUEUED:  # cancelled or replaced while it waited
+                continue
+            queue.append(timer)
+            woken.append(timer)
+            moved += 1
+        if moved:
+            self._starts.start_later()
+
+    def close(self) -> None:
+        """The engine closes: no more wakes (the parked timers stay PENDING, uncharged)."""
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+            self._wake_handle = None
+
+    def release_all(self) -> list[Timer]:
+        """The handler is registered again without limits: every parked timer, to queue."""
+        self.close()
+        timers = [timer for timer in self.parked if timer.where == QUEUED]
+        self.parked.clear()
+        self.woken.clear()
+        return timers
+
+    def stalled(self) -> bool:
+        """Timers are parked and nothing is set to wake them: no refill wake, no woken one."""
+        return bool(self.parked) and self._wake_handle is None and not self._outstanding()
+
+    # ------------------------------------------------------------------ reading
+    def waiting(self) -> int:
+        """Timers parked here (a timer cancelled while it waited counts until it reaches the
+        head of the line: counting exactly would cost a hook in every cancel)."""
+        return len(self.parked)
+
+    def describe(self) -> dict[str, Any]:
+        waiting = self.waiting()
+        slot = waiting if self.blocked_on == "slot" else 0
+        return {
+            **self.limits.describe(),
+            "running": self.running,
+            "waiting_slot": slot,
+            "waiting_token": waiting - slot,
+            "throttled": self.throttled,
+        }
+
+    # ------------------------------------------------------------------ the line
+    def _outstanding(self) -> bool:
+        """Some timers moved to the starter's queue are not taken yet (drops the others)."""
+        woken = self.woken
+        while woken and woken[0].where != QUEUED:  # taken (or cancelled): no longer waiting
+            woken.popleft()
+        return bool(woken)
+
+    def _first_waiting(self) -> Timer | None:
+        """The earliest timer of this handler still waiting: woken or parked."""
+        if self._outstanding():
+            return self.woken[0]
+        parked = self.parked
+        while parked and parked[0].where != QUEUED:
+            parked.popleft()
+        return parked[0] if parked else None
+
+    def _park(self, timer: Timer, now: float) -> None:
+        self._queue.popleft()  # it is the queue's head (see admit)
+        woken = self.woken
+        if woken and woken[0] is timer:  # moved to the queue, refused there after all
+            woken.popleft()
+        parked = self.parked
+        if not parked or (parked[-1].due, parked[-1].seq) <= (timer.due, timer.seq):
+            parked.append(timer)  # the common case: due after everything parked
+        else:  # due earlier (a past due time, a quick retry): into its place in the line
+            keys = [(waiting.due, waiting.seq) for waiting in parked]
+            parked.insert(bisect.bisect_right(keys, (timer.due, timer.seq)), timer)
+        self.throttled += 1
+        if self._events.active:
+            self._events.throttled(timer, now)
+        if self._wake_handle is None and not self._outstanding():
+            self.wake()  # behind an earlier one: make sure something wakes the line
+
+    def _wake_at_refill(self) -> None:
+        bucket = self.bucket
+        if self._wake_handle is not None or bucket is None or self._starts.closing:
+            return
+        when = bucket.ready_at(max(1.0, bucket.rate * REFILL_QUANTUM))
+        when = max(when, math.nextafter(self._clock.time(), math.inf))  # later, never again now
+        self._wake_handle = self._clock.call_at(when, self.wake)
+
+
+class Limits:
+    """The gates of one engine's limited handlers, by handler name."""
+
+    __slots__ = ("_clock", "_events", "_queue", "_starts", "gates")
+
+    def __init__(self, clock: Clock, events: EventBus, queue: deque[Timer], starts: Starts) -> None:
+        self._clock = clock
+        self._events = events
+        self._queue = queue
+        self._starts = starts
+        self.gates: dict[str, Gate] = {}  # empty while no handler is limited: one test per start
+
+    def configure(self, name: str, limits: HandlerLimits | None) -> None:
+        """Handler ``name`` is (re-)registered with ``limits``."""
+        gate = self.gates.get(name)
+        if limits is None:
+            if gate is not None:
+                del self.gates[name]
+                self._queue.extend(gate.release_all())
+                self._starts.start_later()
+        elif gate is None:
+            self.gates[name] = Gate(
+                name, limits, self._clock, self._events, self._queue, self._starts
+            )
+        else:
+            gate.configure(limits)
+        # Only while a handler is limited: the starter's fast paths need no seam otherwise.
+        self._starts.admit = self.admit_and_take if self.gates else None
+
+    def release(self, timer: Timer) -> None:
+        """``timer``'s attempt ended: its handler's slot is free."""
+        if not self.gates:
+            return
+        gate = self.gates.get(timer.handler)
+        if gate is not None:
+            gate.release()
+
+    def release_all(self, timers: Iterable[Timer]) -> None:
+        gates = self.gates
+        if not gates:
+            return
+        for timer in timers:
+            gate = gates.get(timer.handler)
+            if gate is not None:
+                gate.release()
+
+    def admit_and_take(self, timer: Timer, spec: object) -> bool:
+        """The starter's admission seam (``Starter.admit``): True, and ``timer``'s slot and
+        token are taken, as the starter takes it at once; False, and it is parked (out of the
+        queue, PENDING, uncharged) and the starter's group ends: it goes on a callback later."""
+        if timer.where != QUEUED:
+            return True
+        gate = self.gates.get(timer.handler)
+        if gate is None:
+            return True
+        now = self._clock.time()
+        if gate.admit(timer, now):
+            gate.took(now)
+            return True
+        self._starts.start_later()
+        return False
+
+    def release_refused(
+        self, timers: Iterable[Timer], kept_inline: list[Timer], kept_pooled: list[Timer]
+    ) -> None:
+        """Attempts a store refused (a claim lost on PostgreSQL) give their slots back."""
+        if self.gates:
+            kept = {id(timer) for timer in (*kept_inline, *kept_pooled)}
+            self.release_all(timer for timer in timers if id(timer) not in kept)
+
+    def close(self) -> None:
+        for gate in self.gates.values():
+            gate.close()
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """Per limited handler: its limits, running, waiting for a slot or a token, throttled."""
+        return {name: gate.describe() for name, gate in sorted(self.gates.items())}
+
+    def throttled(self) -> int:
+        return sum(gate.throttled for gate in self.gates.values())
