@@ -76,3 +76,14 @@ class SystemClock:
 
     def detach(self, engine: Quiescable) -> None:
         """Nothing to undo."""
+
+
+async def wait_at_most(clock: Clock, event: asyncio.Event, seconds: float) -> None:
+    """Wait until ``event`` is set, or ``seconds`` pass on ``clock``, whichever is first."""
+    waiting = asyncio.ensure_future(event.wait())
+    timeout = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({waiting, timeout}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiting.cancel()
+        timeout.cancel()

@@ -1,10 +1,10 @@
 """The engine's public API: registration, lifecycle, schedule, cancel, reading, redrive.
 
-:class:`Engine` is composed of parts, one module each: the timer table (:mod:`.timers`), the
-one clock callback (:mod:`.firing`), the queue and start groups (:mod:`.starting`), the worker
-tasks (:mod:`.workers`), what an attempt's end means (:mod:`.outcomes`), the changes the public
-calls make (:mod:`.scheduling`) and everything written to the journal (:mod:`.commits`);
-requests are checked by :mod:`.validation`. ``docs/design.md`` shows how a timer moves.
+:class:`Engine` is composed of parts, one module each: the timer table (:mod:`.timers`), the clock
+callback (:mod:`.trigger`), the queue and start groups (:mod:`.starting`), the workers
+(:mod:`.workers`), an attempt's end (:mod:`.outcomes`), the public calls' changes
+(:mod:`.scheduling`), the storage (:mod:`.backends`, :mod:`.commits`), the request checks
+(:mod:`.validation`). ``docs/design.md`` shows how a timer moves.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
 
 from wheel_engine import signals, tracing
 from wheel_engine.backends import Backend, backend_for
-from wheel_engine.clock import Clock, SystemClock
+from wheel_engine.clock import Clock, SystemClock, wait_at_most
 from wheel_engine.commits import Commits
 from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
 from wheel_engine.engine_stats import engine_stats
@@ -252,8 +252,8 @@ class Engine:
             self._stop()
             # Only handlers already running get the grace period; see drop_unstarted.
             self._starter.drop_unstarted()
-            if self._starter.running and grace > 0:
-                await self._starter.wait_idle(grace)
+            if self._starter.running and grace > 0:  # until none runs, or grace has passed
+                await wait_at_most(self.clock, self._starter.idle, grace)
             await self._pool.cancel_all()
             await self._backend.stop()
             await self._commits.close()

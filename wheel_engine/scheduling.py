@@ -82,7 +82,6 @@ class Scheduler:
         self.submitted_commit: asyncio.Future[None] | None = None
         self.tracing: Any = None  # tracing (#29): a ContextVar of the trace, set only when on
 
-    # ------------------------------------------------------------------ schedules
     def apply(self, request: ScheduleRequest) -> tuple[Timer, Change | None]:
         """Put a validated schedule into memory. Returns the timer and, unless an existing
         timer was kept, the change to commit (or undo)."""

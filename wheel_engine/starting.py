@@ -16,8 +16,7 @@ at :meth:`Starter.start`), a group's claim succeeds at once: it runs without an 
 a freed worker slot takes the queue's head directly, and plain handlers may run off the queue
 (:mod:`.inline`).
 
-Seams: a per-handler admission check plugs in at :attr:`Starter.admit`; an attempt's span can
-wrap each handler call, made right after its ``Firing`` is built (inline, plain, workers).
+Per-handler limits plug in at :attr:`Starter.admit` (:mod:`wheel_engine.limits`).
 
 Everything here runs on the loop thread: a decision and the state change it leads to happen in
 one synchronous step, so there are no locks.
@@ -391,16 +390,6 @@ class Starter(SlotOwner):
         self.running -= dropped
         self._slots -= dropped
         self.check_idle()
-
-    async def wait_idle(self, grace: float) -> None:
-        """Wait until no attempt runs, or ``grace`` seconds on the clock, whichever is first."""
-        idle = asyncio.ensure_future(self.idle.wait())
-        timeout = asyncio.ensure_future(self._clock.sleep(grace))
-        try:
-            await asyncio.wait({idle, timeout}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            idle.cancel()
-            timeout.cancel()
 
     def check_idle(self) -> None:
         if self.running == 0:
