@@ -30,6 +30,7 @@ from wheel_engine.handlers import HandlerFn, HandlerSpec, make_spec
 from wheel_engine.local_storage import LocalStorage
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.nodes.options import check_node_options, node_for
+from wheel_engine.recurring.api import RecurringCalls
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.scheduling import Scheduler
 from wheel_engine.starting import Starter
@@ -54,7 +55,7 @@ logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=HandlerFn)
 
 
-class Engine:
+class Engine(RecurringCalls):
     """Durable timers on the running asyncio loop. See ``docs/contract.md`` for the contract.
 
     Guarantees: a handler never runs before its timer's due time by the wall clock; every
@@ -155,6 +156,7 @@ class Engine:
         self._closed = asyncio.Event()  # set once close() has finished
         self._admin: AdminServer | None = None  # with admin=True, once started
         self._background: set[asyncio.Future[Any]] = set()
+        self._series = self._install_series()  # recurring timers: wheel_engine/recurring/
 
     @property
     def journal(self) -> Journal | None:
@@ -206,7 +208,7 @@ class Engine:
         )
         self._handlers[name] = spec
         # Recovery parks timers whose handler is not registered; they become due now.
-        if self._table.unpark(name):
+        if self._table.unpark(name) | self._series.registered(spec):  # and its occurrences
             self._trigger.arm()
 
     # ------------------------------------------------------------------ lifecycle
@@ -226,6 +228,7 @@ class Engine:
         self.clock.attach(self)
         self._starter.start(loop)
         self._trigger.start(loop, self._starter.enqueue)
+        await self._series.open()
         if self.admin:
             from wheel_engine.admin import AdminServer, admin_path
 
