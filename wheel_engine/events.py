@@ -49,6 +49,9 @@ class EventKind(enum.StrEnum):
     DEAD = "dead"  #: given up: attempts or deadline spent, PermanentError, interrupted last try
     CANCELED = "canceled"  #: cancelled while pending (committed), or a running attempt stopped
     REDRIVEN = "redriven"  #: a DEAD timer went back to PENDING as a new version; committed
+    #: a recurrence was scheduled or replaced (``key``: its name; ``due``: its first occurrence)
+    RECURRENCE_SCHEDULED = "recurrence_scheduled"
+    RECURRENCE_CANCELED = "recurrence_canceled"  #: a recurrence was cancelled (``key``: its name)
 
 
 class Event(NamedTuple):

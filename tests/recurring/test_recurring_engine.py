@@ -186,3 +186,18 @@ async def test_bad_input_raises_before_anything_changes(where: Path | None) -> N
             with pytest.raises(ValueError):
                 await engine.schedule_recurring(name, "sweep", every=5)
         assert engine.timers() == [] and await engine.recurrences() == []
+
+
+async def test_events_for_scheduled_and_canceled_recurrences(where: Path | None) -> None:
+    clock = VirtualClock()
+    engine = make(where, clock, [])
+    seen: list[tuple[str, str, int]] = []
+    engine.on_event(lambda e: seen.append((e.kind.value, e.key, e.version)))
+    async with engine:
+        info = await engine.schedule_recurring("s", "sweep", every=10)
+        assert await engine.cancel_recurring("s")
+    mine = [event for event in seen if event[1] == "s"]
+    assert mine == [
+        ("recurrence_scheduled", "s", info.version),
+        ("recurrence_canceled", "s", info.version),
+    ]

@@ -7,6 +7,7 @@ these are ``slow``; what they assert is deterministic: keys fired, counts, never
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import Counter
 
@@ -53,7 +54,7 @@ async def test_two_nodes_fire_each_occurrence_once(pg_url: str) -> None:
     counts = Counter(key for _, key, _ in fired)
     assert set(counts.values()) == {1}, counts  # none twice
     nominals = sorted(occurrence_of(key)[1] for key in counts)  # type: ignore[index]
-    steps = {round(later - earlier, 6) for earlier, later in zip(nominals, nominals[1:])}
+    steps = {round(later - earlier, 6) for earlier, later in itertools.pairwise(nominals)}
     assert steps == {0.25}  # none missing between the first and the last
     assert nominals[0] == info.next_due
     assert all(at >= occurrence_of(key)[1] for _, key, at in fired)  # type: ignore[index]

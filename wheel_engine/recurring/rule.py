@@ -86,9 +86,9 @@ class EveryRule:
 
     def __init__(self, every: float, anchor: float) -> None:
         self.every = every
-        self.anchor = anchor
         self._every_us = max(1, round(every * _MICROS))
         self._anchor_us = round(anchor * _MICROS)
+        self.anchor = self._anchor_us / _MICROS  # the grid's, to the microsecond
 
     def next_after(self, instant: float) -> float:
         behind = math.floor(instant * _MICROS) - self._anchor_us

@@ -28,6 +28,7 @@ from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from wheel_engine.errors import UnknownHandler
+from wheel_engine.events import Event, EventBus, EventKind
 from wheel_engine.handlers import HandlerSpec, make_spec
 from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
 from wheel_engine.recurring.records import (
@@ -65,6 +66,7 @@ class EngineLike(Protocol):
     table and the timer table's ``unpark`` (no import of the engine: it imports this)."""
 
     _handlers: dict[str, HandlerSpec]
+    _events: EventBus
     _table: Any
     clock: Any
     default_retry: Any
@@ -195,6 +197,7 @@ class Series:
         for stale in old_pending:
             if stale.key != key:
                 await self._cancel_occurrence(stale)
+        self._announce(EventKind.RECURRENCE_SCHEDULED, checked, infos[0].version, handler, first)
         return info_of(checked, fields, infos[0].version, first)
 
     async def cancel(self, name: object, version: int | None) -> bool:
@@ -210,9 +213,21 @@ class Series:
         result = await self._engine.cancel(rule_key(checked), version=record.version)
         if result is not CancelResult.CANCELED:
             return False
+        handler = str(record.payload["handler"])
+        self._announce(EventKind.RECURRENCE_CANCELED, checked, record.version, handler, None)
         for stale in pending:
             await self._cancel_occurrence(stale)
         return True
+
+    def _announce(
+        self, kind: EventKind, name: str, version: int, handler: str, due: float | None
+    ) -> None:
+        """Emit a recurrence's event (once its change is committed)."""
+        bus = self._engine._events
+        if bus.active:
+            now = self._engine.clock.time()
+            at = due if due is not None else now
+            bus.emit(Event(kind, name, version, handler, at, now, None, 0, None, None))
 
     async def listing(self) -> list[RecurrenceInfo]:
         """The live recurrences this engine holds, by name, with their next occurrence."""
