@@ -46,3 +46,27 @@ def test_recurring_lists_rule_next_due_and_last_outcome(
     assert "every 60s" in text and "cron 0 9 * * 1-5" in text
     assert main(["show", str(path), "s@2026-01-01T00:01:00Z"]) == 0
     assert "SUCCEEDED" in capsys.readouterr().out
+
+
+async def test_the_admin_commands_schedule_and_cancel_a_recurrence(tmp_path: Path) -> None:
+    from wheel_engine.admin.commands import COMMAND_TABLE
+
+    clock = VirtualClock()
+    engine = Engine(tmp_path / "j.db", clock=clock, clock_check=None)
+
+    async def sweep(firing: Firing) -> None:
+        pass
+
+    engine.register("sweep", sweep)
+    async with engine:
+        answer = await COMMAND_TABLE["schedule_recurring"](
+            engine, {"name": "s", "handler": "sweep", "every": 30, "catch_up": "all"}
+        )
+        info = answer["recurrence"]
+        assert info["name"] == "s" and info["every"] == 30 and info["catch_up"] == "all"
+        stale = {"name": "s", "version": info["version"] + 1}
+        assert await COMMAND_TABLE["cancel_recurring"](engine, stale) == {"canceled": False}
+        assert [r.name for r in await engine.recurrences()] == ["s"]
+        live = {"name": "s", "version": info["version"]}
+        assert await COMMAND_TABLE["cancel_recurring"](engine, live) == {"canceled": True}
+        assert await engine.recurrences() == []
