@@ -38,12 +38,12 @@ def test_every_occurrence_fires_across_sigkills(tmp_path: Path) -> None:
         proc.wait()
     subprocess.run([sys.executable, str(WORKER), str(journal), str(log), "1.5"], check=True)
     fired = [line.split() for line in log.read_text().splitlines()]
-    counts = Counter(key for key, _ in fired)
+    counts = Counter(key for key, _, _ in fired)
     nominals = sorted(occurrence_of(key)[1] for key in counts)  # type: ignore[index]
     first, last = nominals[0], nominals[-1]
     expected = round((last - first) / STEP) + 1
     assert len(nominals) == expected, "an occurrence between the first and the last is missing"
-    assert all(float(at) >= occurrence_of(key)[1] for key, at in fired)  # type: ignore[index]
+    assert all(float(at) >= occurrence_of(key)[1] for key, at, _ in fired)  # type: ignore[index]
     duplicates = sum(n - 1 for n in counts.values())
     assert duplicates <= kills
     print(f"soak: {kills} kills, {expected} occurrences, {len(fired)} runs, {duplicates} twice")
