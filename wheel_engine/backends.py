@@ -8,12 +8,15 @@ recover), :class:`SqliteBackend` (the journal file, recovered into the timer tab
 :class:`NodeBackend` (a node on a shared PostgreSQL database, :mod:`wheel_engine.nodes`).
 :func:`backend_for` picks one from the engine's ``path``; the engine holds no mode flag of its
 own. The firing path's records go through :class:`~wheel_engine.storage.RecordSink`, which the
-backend's open installs (the journal on SQLite, the node's sink on PostgreSQL).
+backend's open installs in :class:`~wheel_engine.commits.Commits` (the journal on SQLite, the
+node's sink on PostgreSQL); in memory the commits keep :data:`~wheel_engine.storage.NULL_SINK`,
+whose every commit is done at once, so the core holds no mode flag: where it takes a fast path
+it asks the commits (``Commits.instant``, set with the sink).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from journal import Journal
@@ -85,21 +88,20 @@ class SqliteBackend(MemoryBackend):
     def __init__(
         self,
         local: LocalStorage,
-        commits: Commits,
         path: str,
         durability: Literal["full", "normal"],
     ) -> None:
         super().__init__(local)
-        self._commits = commits
         self._path = path
         self._durability = durability
+        self._journal: Journal | None = None  # once open
 
     async def open(self, clock: Clock) -> Storage:
-        await self._local.open(self._path, self._durability, clock)
+        self._journal = await self._local.open(self._path, self._durability, clock)
         return self._local
 
     def journal(self) -> Journal | None:
-        return cast("Journal | None", self._commits.journal)  # the journal, on SQLite
+        return self._journal
 
 
 #: The engine's parts a node works with (see ``Node.open``).
@@ -143,5 +145,5 @@ def backend_for(
     if node is not None:
         return NodeBackend(node, parts)
     if path is not None:
-        return SqliteBackend(local, parts[3], path, durability)
+        return SqliteBackend(local, path, durability)
     return MemoryBackend(local)

@@ -16,6 +16,10 @@
   line naming its first timer, never a payload.
 - Compaction starts on its own once history outweighs the live timers (:meth:`maybe_compact`,
   checked after each of the journal's commits and after each awaited commit).
+
+The sink is always there: until a store is installed (and for good in memory) it is
+:data:`~wheel_engine.storage.NULL_SINK`, whose commits are done at once. :attr:`Commits.instant`
+says so, set once with the sink, so that the hot paths need not build what would go nowhere.
 """
 
 from __future__ import annotations
@@ -26,26 +30,34 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from journal import Dead, Record, Retry, codec
+from journal import Ack, Dead, Record, Retry, codec
 from journal.errors import JournalError
 from wheel_engine.clock import Clock
 from wheel_engine.diagnostics import one_line
+from wheel_engine.storage import NULL_SINK
 from wheel_engine.timer import Timer, recovered_timer
 from wheel_engine.timers import TimerTable
 
 if TYPE_CHECKING:
-    from journal import Recovered
-    from wheel_engine.storage import RecordSink
+    from journal import Journal, Recovered
+    from wheel_engine.storage import RecordSink, RowSink
 
 logger = logging.getLogger(__name__)
 
 
 class Commits:
-    """The engine's side of its journal (``journal`` is None in memory or before start)."""
+    """The engine's side of its journal; see the module docstring."""
 
     def __init__(self, table: TimerTable, clock: Clock, *, compact_min_records: int) -> None:
-        #: A ``journal.Journal``, or the PostgreSQL sink (``wheel_engine.nodes.sink``).
-        self.journal: RecordSink | None = None
+        #: Where records go: a ``journal.Journal``, the PostgreSQL sink
+        #: (``wheel_engine.nodes.sink``), or ``NULL_SINK`` (in memory, and before start).
+        self.journal: RecordSink = NULL_SINK
+        #: Where encoded rows go (the awaited commits): the journal on SQLite, else
+        #: ``NULL_SINK`` (a node's schedules go to its store, never through here).
+        self.rows: RowSink = NULL_SINK
+        #: The sink keeps nothing, every commit is done at once (``NULL_SINK``): set with the
+        #: sink, so the hot paths may skip building records and awaiting commits.
+        self.instant = True
         self.closing = False  # set by the engine's close(): no compaction starts any more
         self.committing: dict[str, asyncio.Future[None]] = {}  # key -> its schedule's commit
         self.compacting: asyncio.Task[None] | None = None
@@ -54,8 +66,21 @@ class Commits:
         self._table = table
         self._clock = clock
 
-    async def open(self, path: str, durability: Literal["full", "normal"]) -> Recovered[Timer]:
-        """Open and recover the journal at ``path``; it is closed again if recovery fails."""
+    def install(self, sink: RecordSink) -> None:
+        """Write the firing path's records to ``sink`` from now on (a node's, at its start)."""
+        self.journal = sink
+        self.instant = sink is NULL_SINK
+
+    def install_journal(self, journal: RowSink) -> None:
+        """Write records and rows to ``journal`` from now on (the SQLite journal)."""
+        self.install(journal)
+        self.rows = journal
+
+    async def open(
+        self, path: str, durability: Literal["full", "normal"]
+    ) -> tuple[Journal, Recovered[Timer]]:
+        """Open and recover the journal at ``path``, and write to it from now on; it is closed
+        again if recovery fails."""
         from journal import Journal  # not imported by in-memory engines
 
         journal = await Journal.open(path, durability=durability)
@@ -67,27 +92,26 @@ class Commits:
         # Each commit checks for compaction once: schedule()'s common case (Scheduler.
         # settle_fresh) does not, as that check is an interpreted call per schedule.
         journal.after_commit = self.maybe_compact
-        self.journal = journal
-        return recovered
+        self.install_journal(journal)
+        return journal, recovered
 
     async def close(self) -> None:
         """Let a compaction under way end, then flush (acks included) and close the journal."""
         if self.compacting is not None:
             await asyncio.gather(self.compacting, return_exceptions=True)
         journal = self.journal
-        if journal is not None:
-            try:
-                await journal.flush()
-            finally:
-                await journal.close()
+        try:
+            await journal.flush()
+        finally:
+            await journal.close()
 
     def busy(self) -> bool:
         """Records are being committed off the loop."""
-        return self.journal is not None and self.journal.busy()
+        return self.journal.busy()
 
     async def quiesce(self) -> None:
         """Wait for the commits that :meth:`busy` reports."""
-        if self.journal is not None and self.journal.busy():
+        if self.journal.busy():
             await self.journal.flush()
 
     # ------------------------------------------------------------------ awaited commits
@@ -133,11 +157,9 @@ class Commits:
         was broken, since that caller was never told the change was made. Watching for that
         double fault would cost a callback and a future per call.
         """
-        journal = self.journal
-        assert journal is not None
         future = None
         try:
-            future = journal.submit_rows(rows)  # raises if the journal is closed or has failed
+            future = self.rows.submit_rows(rows)  # raises if the journal is closed or has failed
             if keys is not None:
                 self.track(keys, future)
             await future
@@ -180,8 +202,7 @@ class Commits:
         await asyncio.wait(pending)  # never cancels them, whoever else is waiting
         for future in pending:
             if future.cancelled():  # its own caller gave up waiting: ask the writer instead
-                assert self.journal is not None
-                await self.journal.flush()
+                await self.rows.flush()
             elif (error := future.exception()) is not None:
                 raise error
 
@@ -189,13 +210,16 @@ class Commits:
     def submit(self, records: list[Record]) -> asyncio.Future[Any]:
         """``journal.submit(records)``, except that it never raises (see the module docstring).
         Its result is None, or for attempts a ``wheel_engine.storage.Claims``."""
-        assert self.journal is not None
         return submit_safely(self.journal, records)
+
+    def ack(self, timers: list[Timer], now: float) -> None:
+        """:meth:`write` the acks of these timers' attempts (no records made where they would
+        go nowhere: a success is the in-memory engine's hottest path)."""
+        if not self.instant:
+            self.write([Ack(timer.key, timer.version, now) for timer in timers])
 
     def write(self, records: list[Record]) -> None:
         """Outcome records are batched, not awaited: a lost ack only means firing again."""
-        if self.journal is None:
-            return
         future = self.submit(records)  # never raises: a bad record never stalls the others
         future.add_done_callback(functools.partial(logged_write, records))
         self.maybe_compact()
@@ -209,15 +233,16 @@ class Commits:
         three times that, however many timers have finished.
         """
         journal = self.journal
-        if journal is None or self.compacting is not None or self.closing:
+        if self.compacting is not None or self.closing:
             return
         if journal.tail_records > max(self.compact_min_records, 2 * len(self._table.timers)):
             self.compacting = asyncio.ensure_future(self._run_compaction())
             self.compacting.add_done_callback(log_failure)
 
     async def compact(self) -> None:
-        """Rewrite the journal to the live state now (joins a compaction under way)."""
-        if self.journal is None:
+        """Rewrite the journal to the live state now (joins a compaction under way); the
+        in-memory engine has nothing to rewrite."""
+        if self.instant:
             return
         if self.compacting is None:
             self.compacting = asyncio.ensure_future(self._run_compaction())
@@ -225,7 +250,6 @@ class Commits:
 
     async def _run_compaction(self) -> None:
         journal = self.journal
-        assert journal is not None
         table = self._table
         table.purge_finished(self._clock.time())
         try:
@@ -301,6 +325,22 @@ def log_write_failure(records: list[Record], error: BaseException) -> None:
         "" if attempt is None else f", attempt {attempt}",
         "" if len(records) == 1 else f", and {len(records) - 1} more",
         one_line(str(error)),
+    )
+
+
+def log_attempts_failure(group: list[Timer], count: int, error: object, delay: float) -> None:
+    """One WARNING line for a start group whose attempt commit failed: its first timer, never
+    a payload."""
+    first = group[0]
+    logger.warning(
+        "could not commit %d attempt(s) (timer %s, version %d, attempt %d, ...): %s; "
+        "they start again in %.0f s",
+        count,
+        first.key,
+        first.version,
+        first.attempts,
+        error,
+        delay,
     )
 
 

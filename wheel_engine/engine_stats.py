@@ -18,7 +18,6 @@ def engine_stats(
     table: TimerTable, running: int, counters: Counters, commits: Commits
 ) -> dict[str, Any]:
     """``Engine.stats()``: O(1) but for the lag percentiles (metrics scrape it on a live loop)."""
-    journal = commits.journal
     return {
         "pending": table.pending(),
         "running": running,
@@ -26,7 +25,7 @@ def engine_stats(
         "unhandled": table.parked(),
         "unhandled_handlers": sorted(table.unhandled),
         **counters.as_dict(),
-        "journal_records": journal.tail_records if journal is not None else 0,
+        "journal_records": commits.journal.tail_records,  # 0 where nothing is compacted
         "last_compaction": commits.last_compaction,
         "compiled": compiled(),  # which build runs: wheel_engine._build, computed once
     }

@@ -108,7 +108,7 @@ async def schedule(
     timer = scheduler.submit_fresh(request, now) if front.local else None
     if timer is None:  # the key names a timer, or the store decides (PostgreSQL)
         return await front.storage.schedule(request)
-    future = scheduler.fresh_commit  # timer's, as nothing else has run since
+    future = scheduler.submitted_commit  # timer's, as nothing else has run since
     assert future is not None
     due = timer.due
     del request  # not kept alive while we wait: see Scheduler.submit_fresh

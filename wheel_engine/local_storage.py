@@ -10,6 +10,7 @@ from wheel_engine.gcpause import BULK, gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
 
 if TYPE_CHECKING:
+    from journal import Journal
     from wheel_engine.clock import Clock
     from wheel_engine.commits import Commits
     from wheel_engine.scheduling import Scheduler
@@ -34,13 +35,14 @@ class LocalStorage:
         self._commits = commits
         self._table = table
 
-    async def open(self, path: str, durability: Literal["full", "normal"], clock: Clock) -> None:
-        """Open and recover the journal at ``path`` into the table."""
+    async def open(self, path: str, durability: Literal["full", "normal"], clock: Clock) -> Journal:
+        """Open and recover the journal at ``path`` into the table; returns the journal."""
         # Recovery and restore: every object they make stays alive, for long.
         with gc_paused(BULK, keep=True):
-            recovered = await self._commits.open(path, durability)
+            journal, recovered = await self._commits.open(path, durability)
             self._scheduler.next_version = recovered.max_version + 1
             self._table.restore(recovered, clock.time(), path)
+        return journal
 
     async def schedule(self, request: ScheduleRequest) -> TimerInfo:
         info, commit = self._scheduler.schedule_one(request)  # commit: None in memory

@@ -28,6 +28,7 @@ per timer for them. The per-handler histograms cost one observation per event th
 
 from __future__ import annotations
 
+import functools
 import logging
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
@@ -254,6 +255,7 @@ class EngineMetrics:
         self.prefix = prefix
         self._journal: Any = None
         self._previous_hook: Callable[[int, float], None] | None = None
+        self._unhook: Callable[[], None] = _nothing  # gives the journal its hook back
         self.commit_batch = Histogram(
             f"{prefix}_journal_commit_batch_size",
             "Records written per journal group commit.",
@@ -301,6 +303,7 @@ class EngineMetrics:
         self._previous_hook = previous
         journal.on_commit = self._on_commit
         self._journal = journal
+        self._unhook = functools.partial(_give_hook_back, journal, self._on_commit, previous)
 
     def _on_commit(self, batch_size: int, seconds: float) -> None:
         self.commit_batch.observe(batch_size)
@@ -335,8 +338,8 @@ class EngineMetrics:
             self.handler_seconds,
         ):
             self.registry.unregister(collector)
-        if self._journal is not None and self._journal.on_commit == self._on_commit:
-            self._journal.on_commit = self._previous_hook
+        self._unhook()
+        self._unhook = _nothing
         self._journal = None
 
 
@@ -353,3 +356,15 @@ def instrument(
     ``ValueError`` (duplicated timeseries); give it another ``registry`` or ``prefix``.
     """
     return EngineMetrics(engine, REGISTRY if registry is None else registry, prefix)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _give_hook_back(
+    journal: Any, hook: Callable[[int, float], None], previous: Callable[[int, float], None] | None
+) -> None:
+    """Unhook ``journal``'s commits: ``previous`` again, unless another hook took over."""
+    if journal.on_commit == hook:
+        journal.on_commit = previous

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from journal import Ack, Cancel, Dead, Retry
+from journal import Cancel, Dead, Retry
 from wheel_engine import diagnostics
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
@@ -142,8 +142,7 @@ class Outcomes:
             for i, timer in enumerate(timers):
                 events.succeeded(timer, now, durations[i] if durations else None)
         self._table.purge_finished(now)
-        if self._commits.journal is not None:
-            self._commits.write([Ack(timer.key, timer.version, now) for timer in timers])
+        self._commits.ack(timers, now)
 
     def give_up(
         self,

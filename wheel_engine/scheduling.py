@@ -10,8 +10,8 @@ undone. Versions come from one counter: every new version of any key is higher t
 version before it, in memory and in the journal.
 
 A single request comes validated (:mod:`wheel_engine.validation`); a ``schedule_many`` batch is
-validated here, in the pass that builds its timers (the plainest requests recognised by
-:func:`~wheel_engine.plain_requests.plain_due`, the others by the engine's checker), and raises
+validated here, in the pass that builds its timers (the bare requests recognised by
+:func:`~wheel_engine.bare_requests.bare_due`, the others by the engine's checker), and raises
 before anything changes. Nothing else here raises for bad input.
 """
 
@@ -26,13 +26,13 @@ from typing import Any
 
 from journal import Cancel, Redrive
 from journal.codec import SCHEDULE_KIND, schedule_body, schedule_row
+from wheel_engine.bare_requests import bare_head
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.errors import EngineError, TimerNotFound
 from wheel_engine.events import EventBus
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
-from wheel_engine.plain_requests import plain_head
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL, Timer, ticked
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
@@ -78,8 +78,9 @@ class Scheduler:
         self._events = events
         self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
         self._key_counter = itertools.count(1)
-        #: The commit of the timer :meth:`submit_fresh` last returned (read it at once).
-        self.fresh_commit: asyncio.Future[None] | None = None
+        #: The commit of the timer :meth:`submit_fresh` returned last: not a result of its own,
+        #: so that no tuple is made per call; valid until the next call, so read it at once.
+        self.submitted_commit: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------------ schedules
     def apply(self, request: ScheduleRequest) -> tuple[Timer, Change | None]:
@@ -110,8 +111,6 @@ class Scheduler:
         armed = trigger.armed_tick
         if armed is None or timer.tick < armed:
             trigger.arm()
-        if self._events.active and self._commits.journal is None:  # else once committed
-            self._events.scheduled(timer, self._clock.time())
         return timer, (request, timer, previous)
 
     async def commit(self, changes: list[Change]) -> None:
@@ -123,9 +122,14 @@ class Scheduler:
         ]
         keys = [timer.key for _, timer, _ in changes]
         await self._commits.commit_rows(rows, keys, undo=self._undo_schedules, subject=changes)
+        if self._events.active:
+            self._emit_scheduled([timer for _, timer, _ in changes], now)
+
+    def _emit_scheduled(self, timers: list[Timer], now: float) -> None:
+        """The ``scheduled`` events of committed timers (in memory: of applied ones)."""
         events = self._events
         if events.active:
-            for _, timer, _ in changes:
+            for timer in timers:
                 events.scheduled(timer, now)
 
     async def make_durable(self, applied: list[tuple[Timer, Change | None]]) -> None:
@@ -144,7 +148,7 @@ class Scheduler:
         """``schedule()``'s common case in one step, or None (nothing changed) when it is not:
         a SQLite journal and a key that names no timer (or none given). The timer goes into
         memory and its row to the writer; no coroutine, list or closure is made for it. The
-        caller takes the commit's future from :attr:`fresh_commit` at once (before anything
+        caller takes the commit's future from :attr:`submitted_commit` at once (before anything
         else runs), awaits it and then calls :meth:`settle_fresh`, also when the await raised.
         If the journal is closed, this raises before anything changes.
 
@@ -152,16 +156,15 @@ class Scheduler:
         (``docs/design.md``); while it waits, its caller (``front.schedule``) keeps alive its
         coroutine, the timer and the future, no tuple of them.
         """
-        journal = self._commits.journal
         key = request.key
-        if journal is None or (key is not None and key in self._timers):
+        if key is not None and key in self._timers:
             return None
         if key is None:
             counter: Iterator[int] = self._key_counter  # typed so: compiled, no call of next()
             key = f"{self._key_prefix}-{next(counter)}"
         version = self.next_version
         handler, due = request.handler, request.due
-        future = journal.submit_row(
+        future = self._commits.rows.submit_row(
             SCHEDULE_KIND, schedule_body(key, version, handler, due, request.data, now)
         )
         self.next_version = version + 1
@@ -174,7 +177,7 @@ class Scheduler:
         if armed is None or timer.tick < armed:
             trigger.arm()
         self._commits.committing[key] = future
-        self.fresh_commit = future
+        self.submitted_commit = future
         return timer
 
     def settle_fresh(
@@ -218,11 +221,13 @@ class Scheduler:
         self, request: ScheduleRequest
     ) -> tuple[TimerInfo, Coroutine[Any, Any, TimerInfo] | None]:
         """``schedule()``'s general path: :meth:`apply`; returns the timer as scheduled (it may
-        fire and change before the commit is done) and, durable, the commit to await, which
-        returns it too. In memory nothing is awaited (and no coroutine made)."""
+        fire and change before the commit is done) and the commit to await, which returns it
+        too; None where the commit is done at once (in memory: no coroutine is made)."""
         timer, change = self.apply(request)
         info = timer.info()
-        if self._commits.journal is None:
+        if self._commits.instant:
+            if change is not None and self._events.active:
+                self._emit_scheduled([timer], self._clock.time())
             return info, None
         return info, self._make_one_durable(info, timer, change)
 
@@ -245,30 +250,34 @@ class Scheduler:
         """
         if not isinstance(requests, list | tuple):
             requests = list(requests)
+        instant = self._commits.instant  # the commit is done at once: nothing to encode
         with gc_paused(len(requests)):
-            fresh = self._fresh(check, requests, now)
+            fresh = self._fresh(check, requests, now, not instant)
             if fresh is not None:
-                return self._apply_fresh(*fresh)
+                return self._apply_fresh(*fresh, instant)
             checked = check.batch(requests, now)
             apply = self.apply
             applied = [apply(request) for request in checked]
             infos = [timer.info() for timer, _ in applied]  # as scheduled, before any firing
-        durable = self._commits.journal is not None
-        return infos, self.make_durable(applied) if durable else None
+        if instant:
+            if self._events.active:
+                made = [timer for timer, change in applied if change is not None]
+                self._emit_scheduled(made, self._clock.time())
+            return infos, None
+        return infos, self.make_durable(applied)
 
     def _fresh(
-        self, check: RequestChecker, requests: Requests, now: float
+        self, check: RequestChecker, requests: Requests, now: float, durable: bool
     ) -> tuple[list[Timer], list[Row]] | None:
-        """One pass over a batch of new keys: each request checked, its timer and (durable) its
-        journal row built (nothing is put anywhere yet), or None for a batch the general path
-        takes. Raises as :meth:`RequestChecker.batch` would, before anything changes. The
-        batch's head of plain requests skips the checker (:func:`plain_head`: a plain one is
+        """One pass over a batch of new keys: each request checked, its timer and (``durable``)
+        its journal row built (nothing is put anywhere yet), or None for a batch the general
+        path takes. Raises as :meth:`RequestChecker.batch` would, before anything changes. The
+        batch's head of bare requests skips the checker (:func:`bare_head`: a bare one is
         never bad); from the first other request on, each goes through it."""
-        durable = self._commits.journal is not None
         prefix, tick, handlers = self._key_prefix, self._tick, self._table.handlers
         serial = next(self._key_counter)  # engine-made keys: "<prefix>-<serial>", counting up
         version = self.next_version
-        made, rows = plain_head(requests, handlers, now, (prefix, serial, version), tick, durable)
+        made, rows = bare_head(requests, handlers, now, (prefix, serial, version), tick, durable)
         serial += len(made)
         version += len(made)
         if len(made) < len(requests):
@@ -291,10 +300,10 @@ class Scheduler:
         return made, rows
 
     def _apply_fresh(
-        self, made: list[Timer], rows: list[Row]
+        self, made: list[Timer], rows: list[Row], instant: bool
     ) -> tuple[list[TimerInfo], Coroutine[Any, Any, None] | None]:
         """Put :meth:`_fresh`'s timers into memory (arming once) and return their infos and
-        the commit to await (None in memory, or for an empty batch)."""
+        the commit to await (None if ``instant``, in memory, or for an empty batch)."""
         if not made:
             return [], None
         self.next_version = made[-1].version + 1
@@ -304,22 +313,15 @@ class Scheduler:
         self._table.wheel.insert_entries(made)  # their ticks are set: TimerTable.insert's
         self._arm()
         infos = [timer.info() for timer in made]  # as scheduled, before any firing
-        if self._commits.journal is not None:
+        if not instant:
             return infos, self._commit_fresh(made, rows)
-        if self._events.active:
-            now = self._clock.time()
-            for timer in made:
-                self._events.scheduled(timer, now)
+        self._emit_scheduled(made, self._clock.time())
         return infos, None
 
     async def _commit_fresh(self, made: list[Timer], rows: list[Row]) -> None:
         keys = [timer.key for timer in made]
         await self._commits.commit_rows(rows, keys, undo=self._undo_fresh, subject=made)
-        events = self._events
-        if events.active:
-            now = self._clock.time()
-            for timer in made:
-                events.scheduled(timer, now)
+        self._emit_scheduled(made, self._clock.time())
 
     def _undo_fresh(self, made: list[Timer]) -> None:
         for timer in reversed(made):
@@ -350,9 +352,8 @@ class Scheduler:
         table.unplace(timer)
         table.finish(timer, CANCELED, self._clock.time())
         self._stats.canceled += 1
-        if self._commits.journal is not None:
-            record = Cancel(timer.key, timer.version, timer.updated_at)
-            await self._commits.commit([record], undo=self._undo_cancel, subject=timer)
+        record = Cancel(timer.key, timer.version, timer.updated_at)  # in memory: done at once
+        await self._commits.commit([record], undo=self._undo_cancel, subject=timer)
         if self._events.active:
             self._events.canceled(timer, timer.updated_at)
         return CancelResult.CANCELED
@@ -383,11 +384,10 @@ class Scheduler:
         table.place(fresh)
         self._arm()
         info = fresh.info()
-        if self._commits.journal is not None:
-            record = Redrive(dead.key, dead.version, fresh.version, due, now)
-            await self._commits.commit(
-                [record], track=True, undo=self._undo_redrive, subject=(fresh, dead)
-            )
+        record = Redrive(dead.key, dead.version, fresh.version, due, now)  # in memory: at once
+        await self._commits.commit(
+            [record], track=True, undo=self._undo_redrive, subject=(fresh, dead)
+        )
         self._stats.redriven += 1
         if self._events.active:
             self._events.redriven(fresh, now)

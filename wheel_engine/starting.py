@@ -11,6 +11,14 @@ callbacks; the others go to :class:`wheel_engine.workers.WorkerPool`.
 A **crash suspect** (a timer whose last attempt a crash cut short) starts alone; see
 :meth:`Starter.suspect_started` for why.
 
+Where the sink's commits are done at once (``Commits.instant``, the in-memory engine: read once
+at :meth:`Starter.start`), a group's claim succeeds at once: it runs without an attempt commit,
+a freed worker slot takes the queue's head directly, and plain handlers may run off the queue
+(:mod:`.inline`).
+
+Seams: a per-handler admission check plugs in at :attr:`Starter.admit`; an attempt's span can
+wrap each handler call, made right after its ``Firing`` is built (inline, plain, workers).
+
 Everything here runs on the loop thread: a decision and the state change it leads to happen in
 one synchronous step, so there are no locks.
 """
@@ -19,26 +27,23 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from journal import Attempt, Record
 from wheel_engine.clock import Clock
-from wheel_engine.commits import Commits
+from wheel_engine.commits import Commits, log_attempts_failure
 from wheel_engine.events import EventBus
+from wheel_engine.handlers import HandlerSpec
 from wheel_engine.inline import InlineRunner
 from wheel_engine.outcomes import Outcomes
-from wheel_engine.plain import run_plain
+from wheel_engine.plain_group import run_plain_group
 from wheel_engine.stats import Counters
 from wheel_engine.storage import Claims
 from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer
 from wheel_engine.timers import PENDING, RUNNING, TimerTable
-from wheel_engine.wheel.entry import DETACHED
 from wheel_engine.workers import SlotOwner, WorkerPool
-
-logger = logging.getLogger(__name__)
 
 INLINE_BATCH = 1024  # inline handlers run per loop callback before yielding to other work
 JOURNAL_RETRY_DELAY = 1.0  # seconds before re-dispatching a batch whose attempt commit failed
@@ -51,6 +56,12 @@ class Starter(SlotOwner):
 
     ``running`` counts attempts started (or committing) and not yet ended; ``idle`` is set
     while it is zero. ``alone`` is the crash suspect starting alone, if any.
+
+    ``admit`` is the admission seam (per-handler concurrency or rate limits): asked about a due
+    timer right before it is taken into a start group. False: not now; it stays queued,
+    uncharged, and the group ends there (the queue's order is kept); whoever said False calls
+    :meth:`start_later` once it would admit again. None: all are admitted (and the in-memory
+    common case may run plain handlers off the queue, :meth:`_inline_now`).
     """
 
     def __init__(
@@ -87,13 +98,17 @@ class Starter(SlotOwner):
         self._inline_starting = False  # a group of plain handlers is committing or running
         self._start_soon = False  # a start_queued callback is scheduled
         self._attempt_commits = 0  # groups whose attempts are being committed
+        self._instant = True  # the sink's commits are done at once: read at start()
+        self.admit: Callable[[Timer, HandlerSpec], bool] | None = None  # see the class doc
         self.pool = WorkerPool(
             self, outcomes, table.handlers, stats, clock, events, max_concurrency=max_concurrency
         )
         self._runner = InlineRunner(table, outcomes, stats, events)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start taking due timers, the store open (its sink installed in the commits)."""
         self._loop = loop
+        self._instant = self._commits.instant
         self.pool.start(loop)
 
     # ------------------------------------------------------------------ the queue
@@ -155,7 +170,7 @@ class Starter(SlotOwner):
         if not inline and not pooled:
             return
         self.idle.clear()
-        if self._commits.journal is None:
+        if self._instant:  # the group's claim succeeds at once: no attempt records to write
             self._run_batch(inline, pooled)
             return
         self._attempt_commits += 1
@@ -172,9 +187,10 @@ class Starter(SlotOwner):
         """True when plain handlers may run at once, off the general path (:mod:`.inline`): in
         memory, nobody subscribed to events, no crash suspect, no group under way."""
         return (
-            self._commits.journal is None
+            self._instant
             and not self.closing
             and not self._events.active
+            and self.admit is None
             and self.alone is None
             and not self._inline_starting
         )
@@ -190,34 +206,41 @@ class Starter(SlotOwner):
         inline_room = 0 if self._inline_starting else INLINE_BATCH
         free = self._max_concurrency - self._slots
         now = self._clock.time()
+        admit = self.admit
         while ready:
             timer = ready[0]
             if timer.where != QUEUED:  # cancelled or replaced while it waited
                 ready.popleft()
                 continue
             spec = handlers[timer.handler]
-            if timer.interrupt == INTERRUPT_CRASH:  # a suspect: it starts alone
+            suspect = timer.interrupt == INTERRUPT_CRASH  # a suspect: it starts alone
+            if suspect:
                 if inline or pooled or self._attempt_commits or self._inline_starting:
                     break  # once everything before it has committed and started
                 if not spec.inline and not free:
                     break
-                ready.popleft()
-                _charge(timer, now)
-                (inline if spec.inline else pooled).append(timer)
-                self.alone = timer
-                break
-            if not pooled and spec.inline:
+                to_inline = spec.inline
+            elif not pooled and spec.inline:
                 if not inline_room:
                     break  # it starts with the next group, once this (or the last) one ran
-                inline_room -= 1
-                inline.append(timer)
+                to_inline = True
             elif free:
-                free -= 1
-                pooled.append(timer)
+                to_inline = False
             else:
                 break
+            if admit is not None and not admit(timer, spec):
+                break  # not now: it stays queued, uncharged (see ``admit``)
             ready.popleft()
-            _charge(timer, now)
+            timer.charge(now)
+            if to_inline:
+                inline_room -= 1
+                inline.append(timer)
+            else:
+                free -= 1
+                pooled.append(timer)
+            if suspect:
+                self.alone = timer
+                break
         taken = len(inline) + len(pooled)
         self._table.queued -= taken
         self.running += taken
@@ -288,16 +311,9 @@ class Starter(SlotOwner):
         self, future: asyncio.Future[Any], inline: list[Timer], pooled: list[Timer]
     ) -> None:
         """The group's attempt commit failed: its timers go back into the wheel, uncharged."""
-        first = (inline or pooled)[0]
-        logger.warning(  # one line for the group: its first timer, never a payload
-            "could not commit %d attempt(s) (timer %s, version %d, attempt %d, ...): %s; "
-            "they start again in %.0f s",
-            len(inline) + len(pooled),
-            first.key,
-            first.version,
-            first.attempts,
-            "cancelled" if future.cancelled() else future.exception(),
-            JOURNAL_RETRY_DELAY,
+        error = "cancelled" if future.cancelled() else future.exception()
+        log_attempts_failure(
+            inline or pooled, len(inline) + len(pooled), error, JOURNAL_RETRY_DELAY
         )
         self._inline_starting = False
         self.alone = None
@@ -317,11 +333,13 @@ class Starter(SlotOwner):
     def _run_batch(self, inline: list[Timer], pooled: list[Timer]) -> None:
         """A group's attempts are committed: run the plain ones now, hand the rest to workers."""
         self.running -= len(inline)
-        run_plain(inline, self._handlers, self._outcomes, self._stats, self._events, self._clock)
+        run_plain_group(
+            inline, self._handlers, self._outcomes, self._stats, self._events, self._clock
+        )
         if inline:
             self._inline_starting = False
             self.alone = None
-            if self._commits.journal is None:
+            if self._instant:
                 self.start_later()  # the next group in a callback of its own: others interleave
             else:
                 self.start_queued()  # its attempts join this group's acks in one commit
@@ -337,7 +355,7 @@ class Starter(SlotOwner):
         self._slots -= 1
         if not self._table.queued or self.closing:  # closing: queued ones wait for next start
             return
-        if self._commits.journal is not None:
+        if not self._instant:
             self.start_later()
         elif not self._hand_over_head():
             self.start_queued()
@@ -348,10 +366,13 @@ class Starter(SlotOwner):
         ready = self._ready
         while ready and ready[0].where != QUEUED:  # cancelled or replaced while it waited
             ready.popleft()
-        if not ready or self._handlers[ready[0].handler].inline:
+        if not ready:
+            return False
+        spec = self._handlers[ready[0].handler]
+        if spec.inline or (self.admit is not None and not self.admit(ready[0], spec)):
             return False
         timer = ready.popleft()
-        _charge(timer, self._clock.time())
+        timer.charge(self._clock.time())
         self._table.queued -= 1
         self.running += 1
         self._slots += 1
@@ -379,14 +400,3 @@ class Starter(SlotOwner):
     def check_idle(self) -> None:
         if self.running == 0:
             self.idle.set()
-
-
-def _charge(timer: Timer, now: float) -> None:
-    """Out of the queue and RUNNING, one attempt more (its record is committed next)."""
-    timer.interrupt = None  # INTERRUPT_CRASH has done its work
-    timer.where = DETACHED
-    timer.state = RUNNING
-    timer.attempts += 1
-    if timer.first_attempt_at is None:
-        timer.first_attempt_at = now
-    timer.updated_at = now

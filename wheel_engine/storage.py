@@ -12,8 +12,12 @@ ends, and fences outcomes by the claim's epoch. So the engine's parts talk to th
   side: the existing :class:`~wheel_engine.scheduling.Scheduler` and commit path, unchanged;
   the PostgreSQL side is :class:`wheel_engine.nodes.scheduler.NodeScheduler`.
 - :class:`RecordSink`: what :class:`~wheel_engine.commits.Commits` writes the firing path's
-  records to (attempts, acks, retries, deaths): a ``journal.Journal``, or the PostgreSQL
-  sink (:mod:`wheel_engine.nodes.sink`), which turns them into compare-and-set statements.
+  records to (attempts, acks, retries, deaths): a ``journal.Journal``, the PostgreSQL sink
+  (:mod:`wheel_engine.nodes.sink`), which turns them into compare-and-set statements, or
+  :data:`NULL_SINK` in memory, which keeps nothing: each of its commits is done at once.
+- :class:`RowSink`: a record sink that also takes rows the engine encoded itself (the SQLite
+  schedule paths): the journal, and :data:`NULL_SINK`. A node's schedules go to its store
+  (:class:`~wheel_engine.nodes.scheduler.NodeScheduler`), so the node's sink is no row sink.
 - :class:`Claims`: what an attempt commit answers when the store may refuse attempts. The
   SQLite journal answers None (every attempt written is claimed); the starter asks a
   :class:`Claims` about each timer of the group and runs only those it keeps.
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
     from wheel_engine.timer import Timer
     from wheel_engine.validation import ScheduleRequest
 
-__all__ = ["Claims", "RecordSink", "Storage"]
+__all__ = ["NULL_SINK", "Claims", "NullSink", "RecordSink", "RowSink", "Storage"]
 
 
 class Storage(Protocol):
@@ -66,24 +70,18 @@ class Claims(Protocol):
 
 
 class RecordSink(Protocol):
-    """What :class:`~wheel_engine.commits.Commits` writes records to (``journal.Journal``)."""
+    """Where :class:`~wheel_engine.commits.Commits` writes the firing path's records."""
 
     @property
     def path(self) -> str: ...
 
     @property
-    def tail_records(self) -> int: ...
+    def tail_records(self) -> int:
+        """Records written since the last compaction (0 where none is due: see ``compact``)."""
+        ...
 
     def submit(self, records: list[Record]) -> asyncio.Future[Any]:
         """Write ``records``; the future's result is None or, for attempts, :class:`Claims`."""
-        ...
-
-    def submit_rows(self, rows: list[tuple[int, bytes]]) -> asyncio.Future[None]:
-        """Write rows the engine encoded already (the SQLite schedule paths)."""
-        ...
-
-    def submit_row(self, kind: int, body: bytes) -> asyncio.Future[None]:
-        """:meth:`submit_rows` of one row, given apart (``schedule()``'s common case)."""
         ...
 
     def busy(self) -> bool: ...
@@ -92,4 +90,63 @@ class RecordSink(Protocol):
 
     async def close(self) -> None: ...
 
-    async def compact(self, *, retention: float, now: float, max_retained: int) -> Any: ...
+    async def compact(self, *, retention: float, now: float, max_retained: int) -> Any:
+        """Bound what the store holds: compaction (SQLite), pruning (PostgreSQL)."""
+        ...
+
+
+class RowSink(RecordSink, Protocol):
+    """A :class:`RecordSink` that takes rows the engine encoded already (``journal.Journal``)."""
+
+    def submit_rows(self, rows: list[tuple[int, bytes]]) -> asyncio.Future[None]:
+        """Write encoded rows (the schedule, cancel and redrive commits)."""
+        ...
+
+    def submit_row(self, kind: int, body: bytes) -> asyncio.Future[None]:
+        """:meth:`submit_rows` of one row, given apart (``schedule()``'s common case)."""
+        ...
+
+
+class NullSink:
+    """The in-memory engine's sink: it keeps nothing, so every commit is done at once.
+
+    Each write returns a future that is already done (no attempt is refused: the result is
+    None), nothing is ever due for compaction, and flushing or closing it has nothing to wait
+    for. ``Commits`` knows it by identity (:data:`NULL_SINK`) and lets the hot paths skip what
+    would be handed to nowhere (``Commits.instant``)."""
+
+    __slots__ = ()
+
+    path = ":memory:"
+    tail_records = 0
+
+    def submit(self, records: list[Record]) -> asyncio.Future[Any]:
+        return _done()
+
+    def submit_rows(self, rows: list[tuple[int, bytes]]) -> asyncio.Future[None]:
+        return _done()
+
+    def submit_row(self, kind: int, body: bytes) -> asyncio.Future[None]:
+        return _done()
+
+    def busy(self) -> bool:
+        return False
+
+    async def flush(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def compact(self, *, retention: float, now: float, max_retained: int) -> None:
+        return None
+
+
+#: The one :class:`NullSink`.
+NULL_SINK: RowSink = NullSink()
+
+
+def _done() -> asyncio.Future[None]:
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future

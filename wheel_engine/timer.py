@@ -16,6 +16,7 @@ UNDECODED: Final[Any] = object()
 
 _new_tuple: Final = tuple.__new__
 _TIMER_INFO: Final = TimerInfo  # Final: a C static in compiled code, not a module lookup
+_RUNNING: Final = TimerState.RUNNING
 
 # Why a running handler is being interrupted (``Timer.interrupt``).
 INTERRUPT_CANCEL = "cancel"  #: engine.cancel() asked for it
@@ -116,6 +117,17 @@ class Timer(WheelEntry["Timer"]):
     def __repr__(self) -> str:
         # WheelEntry's repr prints its item, which for a timer is the timer itself.
         return f"<Timer {self.key!r} v{self.version} {self.state.value} due {self.due!r}>"
+
+    def charge(self, now: float) -> None:
+        """Taken into a start group: out of the queue and RUNNING, one attempt more (its
+        record is committed next, or at once where the sink keeps none)."""
+        self.interrupt = None  # INTERRUPT_CRASH has done its work
+        self.where = DETACHED
+        self.state = _RUNNING
+        self.attempts += 1
+        if self.first_attempt_at is None:
+            self.first_attempt_at = now
+        self.updated_at = now
 
     def decode_payload(self) -> Any:
         """The payload, decoding the recovered msgpack bytes once."""

@@ -184,7 +184,7 @@ class WorkerPool:
                     functools.partial(self.interrupt, timer, INTERRUPT_TIMEOUT),
                 )
             firing = None
-            try:
+            try:  # the attempt's span (tracing) wraps from here to outcomes.complete below
                 firing = worker.firing = firing_for(timer, clock.time(), stats, events)
                 timer.worker = worker
                 if spec.is_async:

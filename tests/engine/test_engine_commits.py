@@ -16,7 +16,7 @@ from wheel_engine.timers import TimerTable
 def commits_on(journal: Journal) -> Commits:
     table = TimerTable({}, tick=0.001, retention=60.0, max_retained=10)
     made = Commits(table, SystemClock(), compact_min_records=10_000)
-    made.journal = journal
+    made.install_journal(journal)
     return made
 
 

@@ -99,7 +99,7 @@ class Node:
             await store.close()
             raise
         self.store, self._sink = store, sink
-        commits.journal = sink
+        commits.install(sink)
         self._start()
         return NodeScheduler(store, adopter, table, pool, stats, clock, events, check)
 

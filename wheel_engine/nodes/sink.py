@@ -138,7 +138,9 @@ def _uncharge(timer: Timer) -> None:
 
 
 class NodeSink:
-    """A node's :class:`~wheel_engine.storage.RecordSink` (see the module docstring)."""
+    """A node's :class:`~wheel_engine.storage.RecordSink` (see the module docstring). No
+    :class:`~wheel_engine.storage.RowSink`: a node's schedules, cancels and redrives go to the
+    store itself (:class:`~wheel_engine.nodes.scheduler.NodeScheduler`), never as rows."""
 
     def __init__(
         self,
@@ -195,16 +197,7 @@ class NodeSink:
 
     @property
     def tail_records(self) -> int:
-        return 0  # nothing to compact: owners prune finished rows instead
-
-    def submit_rows(self, rows: list[tuple[int, bytes]]) -> asyncio.Future[None]:
-        """Never called: a node's schedules, cancels and redrives go to the store itself
-        (:class:`~wheel_engine.nodes.scheduler.NodeScheduler`), not through encoded rows."""
-        raise JournalError("encoded rows are not written to PostgreSQL; the store takes requests")
-
-    def submit_row(self, kind: int, body: bytes) -> asyncio.Future[None]:
-        """Never called either: see :meth:`submit_rows`."""
-        return self.submit_rows([(kind, body)])
+        return 0  # no log to compact: owners prune finished rows instead (``compact``)
 
     def submit(self, records: list[Record]) -> asyncio.Future[Any]:
         if self._closed or self.store.closed:

@@ -1,21 +1,22 @@
-"""The plainest ``schedule_many`` request, recognised without the request checker.
+"""A bare ``schedule_many`` request (a handler and a time, nothing else), recognised without
+the request checker.
 
 :class:`~wheel_engine.validation.RequestChecker` checks every request fully, raising
 ``ValueError`` and ``TypeError`` exactly as the contract says, a large share of what
 ``schedule_many`` costs per timer in memory (``docs/design.md``, "Measured in the core").
 Most requests of a batch have one shape: a ``dict`` of a registered handler's name and one
-plain number, ``{"handler": h, "at": t}`` or ``{"handler": h, "delay": d}``. :func:`plain_due`
-recognises exactly that shape, compiled, and returns the due time the checker would give;
-anything else, bad input included, is left to the checker, which then raises or accepts as
-before.
+number (an exact ``int`` or ``float``), ``{"handler": h, "at": t}`` or
+``{"handler": h, "delay": d}``. :func:`bare_due` recognises exactly that shape, compiled, and
+returns the due time the checker would give; anything else, bad input included, is left to the
+checker, which then raises or accepts as before.
 
-Guaranteed: for a request :func:`plain_due` accepts, ``RequestChecker.request`` accepts it too,
+Guaranteed: for a request :func:`bare_due` accepts, ``RequestChecker.request`` accepts it too,
 with the same handler and due time, no payload, no key and ``on_conflict="replace"``
-(``tests/engine/test_engine_plain_requests.py`` checks it against the checker). Not
+(``tests/engine/test_engine_bare_requests.py`` checks it against the checker). Not
 guaranteed: that every request the checker accepts without a payload or key is recognised
 (a ``str`` subclass as handler name, a ``datetime``, a mapping that is not a ``dict``: the
-checker takes those). :func:`plain_head` builds the timers and rows of a batch's head of
-plain requests in one compiled loop.
+checker takes those). :func:`bare_head` builds the timers and rows of a batch's head of
+bare requests in one compiled loop.
 """
 
 from __future__ import annotations
@@ -27,47 +28,47 @@ from journal.codec import schedule_row
 from wheel_engine.timer import Timer, ticked
 from wheel_engine.validation import LAST_SECOND, MAX_TIME
 
-#: What :func:`plain_due` returns for a request it leaves to the checker (no due time is < 0).
-NOT_PLAIN: Final = -1.0
+#: What :func:`bare_due` returns for a request it leaves to the checker (no due time is < 0).
+NOT_BARE: Final = -1.0
 
 
-def plain_due(request: object, handlers: dict[str, Any], now: float) -> float:
-    """The due time of ``request`` if it is a plain request (see the module docstring), else
-    :data:`NOT_PLAIN`. Reads ``request``, changes nothing and never raises."""
+def bare_due(request: object, handlers: dict[str, Any], now: float) -> float:
+    """The due time of ``request`` if it is a bare request (see the module docstring), else
+    :data:`NOT_BARE`. Reads ``request``, changes nothing and never raises."""
     if type(request) is not dict:
-        return NOT_PLAIN
+        return NOT_BARE
     fields = cast("dict[str, object]", request)
     if len(fields) != 2:
-        return NOT_PLAIN
+        return NOT_BARE
     name = fields.get("handler")
     if type(name) is not str:
-        return NOT_PLAIN
+        return NOT_BARE
     if not name or not name.isascii() or name not in handlers:  # else the checker's UTF-8 test
-        return NOT_PLAIN
+        return NOT_BARE
     at = fields.get("at")
     if at is not None:
         return seconds(at)
     delay = seconds(fields.get("delay"))
     if delay < 0.0:
-        return NOT_PLAIN
+        return NOT_BARE
     due = now + delay
-    return due if due <= MAX_TIME else NOT_PLAIN
+    return due if due <= MAX_TIME else NOT_BARE
 
 
 def seconds(value: object) -> float:
     """``value`` as float seconds if it is a ``float`` or an ``int`` (not a subclass, not a
-    bool) in ``[0, MAX_TIME]``, else :data:`NOT_PLAIN` (NaN too)."""
+    bool) in ``[0, MAX_TIME]``, else :data:`NOT_BARE` (NaN too)."""
     kind = type(value)
     if kind is float:
         number = cast(float, value)
-        return number if 0.0 <= number <= MAX_TIME else NOT_PLAIN
+        return number if 0.0 <= number <= MAX_TIME else NOT_BARE
     if kind is int:
         whole = cast(int, value)
-        return float(whole) if 0 <= whole <= LAST_SECOND else NOT_PLAIN
-    return NOT_PLAIN
+        return float(whole) if 0 <= whole <= LAST_SECOND else NOT_BARE
+    return NOT_BARE
 
 
-def plain_head(
+def bare_head(
     requests: Sequence[Mapping[str, Any]],
     handlers: dict[str, Any],
     now: float,
@@ -75,7 +76,7 @@ def plain_head(
     tick: float,
     durable: bool,
 ) -> tuple[list[Timer], list[tuple[int, bytes]]]:
-    """The timers of ``requests``' head of plain requests, up to the first that is not, and
+    """The timers of ``requests``' head of bare requests, up to the first that is not, and
     (``durable``) their journal rows; built, put nowhere. ``key_of`` is (key prefix, first
     serial, first version): the i-th timer is ``f"{prefix}-{serial + i}"`` at version
     ``version + i``, as ``Scheduler.schedule_many`` numbers engine-made keys."""
@@ -83,7 +84,7 @@ def plain_head(
     made: list[Timer] = []
     rows: list[tuple[int, bytes]] = []
     for request in requests:
-        due = plain_due(request, handlers, now)
+        due = bare_due(request, handlers, now)
         if due < 0.0:
             break
         key = f"{prefix}-{serial}"

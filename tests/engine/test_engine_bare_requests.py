@@ -1,4 +1,4 @@
-"""``plain_requests.plain_due``: the plainest ``schedule_many`` request, recognised without the
+"""``bare_requests.bare_due``: a bare ``schedule_many`` request, recognised without the
 request checker, must mean exactly what the checker makes of it, and leave everything else to it.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wheel_engine.plain_requests import NOT_PLAIN, plain_due
+from wheel_engine.bare_requests import NOT_BARE, bare_due
 from wheel_engine.validation import MAX_TIME, RequestChecker
 
 NOW = 1_700_000_000.0
@@ -47,8 +47,8 @@ def checked(request: dict[str, Any]) -> Any:
 
 @given(requests)
 def test_a_plain_request_means_what_the_checker_makes_of_it(request: dict[str, Any]) -> None:
-    due = plain_due(request, HANDLERS, NOW)
-    if due == NOT_PLAIN:
+    due = bare_due(request, HANDLERS, NOW)
+    if due == NOT_BARE:
         return  # the checker decides: nothing to compare
     valid = checked(request)
     assert not isinstance(valid, type), f"the checker rejects {request!r} with {valid}"
@@ -64,11 +64,11 @@ def test_a_plain_request_means_what_the_checker_makes_of_it(request: dict[str, A
 
 
 def test_the_common_shapes_are_plain() -> None:
-    assert plain_due({"handler": "h", "at": 5}, HANDLERS, NOW) == 5.0
-    assert plain_due({"handler": "h", "at": 5.5}, HANDLERS, NOW) == 5.5
-    assert plain_due({"handler": "h", "delay": 2}, HANDLERS, NOW) == NOW + 2
-    assert plain_due({"handler": "h", "delay": 0.5}, HANDLERS, NOW) == NOW + 0.5
-    assert plain_due({"handler": "h", "at": MAX_TIME}, HANDLERS, NOW) == MAX_TIME
+    assert bare_due({"handler": "h", "at": 5}, HANDLERS, NOW) == 5.0
+    assert bare_due({"handler": "h", "at": 5.5}, HANDLERS, NOW) == 5.5
+    assert bare_due({"handler": "h", "delay": 2}, HANDLERS, NOW) == NOW + 2
+    assert bare_due({"handler": "h", "delay": 0.5}, HANDLERS, NOW) == NOW + 0.5
+    assert bare_due({"handler": "h", "at": MAX_TIME}, HANDLERS, NOW) == MAX_TIME
 
 
 def test_anything_else_is_left_to_the_checker() -> None:
@@ -90,7 +90,7 @@ def test_anything_else_is_left_to_the_checker() -> None:
         None,
     ]
     for request in others:
-        assert plain_due(request, HANDLERS, NOW) == NOT_PLAIN, request
+        assert bare_due(request, HANDLERS, NOW) == NOT_BARE, request
 
 
 async def test_a_batch_mixing_plain_and_other_requests_keeps_its_order_and_versions() -> None:

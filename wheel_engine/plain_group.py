@@ -1,6 +1,6 @@
 """A committed start group's plain handlers, run on the loop one after another.
 
-:class:`~wheel_engine.starting.Starter` calls :func:`run_plain` once its group's attempts are
+:class:`~wheel_engine.starting.Starter` calls :func:`run_plain_group` once its group's attempts are
 committed (the general path; the in-memory common case is :mod:`wheel_engine.inline`). Each
 plain handler runs like a ``call_at`` callback: to its end, on the loop thread. A handler that
 raises goes to :class:`~wheel_engine.outcomes.Outcomes` at once (retry or DEAD); the ones that
@@ -23,7 +23,7 @@ from wheel_engine.timer import INTERRUPT_CANCEL, Timer
 from wheel_engine.workers import firing_for
 
 
-def run_plain(
+def run_plain_group(
     inline: list[Timer],
     handlers: dict[str, HandlerSpec],
     outcomes: Outcomes,
