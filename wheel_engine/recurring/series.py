@@ -92,6 +92,7 @@ class Series:
         self._ours: set[str] = set()  # occurrence keys this object is cancelling itself
         self._tasks: set[asyncio.Task[None]] = set()
         self._started_at = float("inf")  # occurrences due before it were missed: downtime
+        self._watching = False
 
     # ------------------------------------------------------------------ registration
     def install(self) -> None:
@@ -123,8 +124,14 @@ class Series:
     async def open(self) -> None:
         """Note when downtime ended and reconcile the recurrences this engine holds."""
         self._started_at = self._engine.clock.time()
-        self._engine.on_event(self._on_event)
         await self.reconcile()
+
+    def _watch(self) -> None:
+        """Follow the engine's events (a cancelled occurrence), once this engine has a
+        recurrence to care about: an engine without one keeps its events off (their cost)."""
+        if not self._watching:
+            self._watching = True
+            self._engine.on_event(self._on_event)
 
     async def reconcile(self) -> None:
         """Materialise the next occurrence of each recurrence with none pending or running."""
@@ -132,6 +139,7 @@ class Series:
         records = engine.timers(TimerState.PENDING, RULE_HANDLER)
         if not records:
             return
+        self._watch()
         latest: dict[str, tuple[float, bool]] = {}  # name -> (latest nominal, live)
         for info in engine.timers():
             found = occurrence_of(info.key)
@@ -179,6 +187,7 @@ class Series:
             raise TypeError(f"overlap must be a bool, not {type(overlap).__name__}")
         now = engine.clock.time()
         rule = parse_rule(cron, every, tz, start, now)
+        self._watch()
         first = first_due(rule, start, now)
         fields = encode_rule(rule, handler, payload, str(catch_up), overlap, first)
         old = await engine.lookup(rule_key(checked))
@@ -252,6 +261,7 @@ class Series:
         if found is None or user is None:
             return  # scheduled under the derived handler by hand: nothing to run as a series
         name, nominal = found
+        self._watch()
         record = await self._engine.lookup(rule_key(name))
         if record is None or record.state is not TimerState.PENDING:
             return  # the recurrence was cancelled: this occurrence is a leftover
