@@ -32,7 +32,7 @@ import orders_common as service
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from orders_common import EXPIRE, Orders, register_handlers, schedule_missing
+from orders_common import EXPIRE, Orders, register_handlers, schedule_missing, start_sweep
 
 from wheel_engine import Engine
 
@@ -53,6 +53,7 @@ def create_app(engine: Engine, orders: Orders, *, timeout: float, grace: float =
         await engine.start()
         try:
             await schedule_missing(engine, orders)
+            await start_sweep(engine)
             yield
         finally:
             await engine.close(grace=grace)

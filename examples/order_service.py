@@ -35,7 +35,7 @@ from typing import Any
 
 import orders_common as service
 from aiohttp import web
-from orders_common import EXPIRE, Orders, register_handlers, schedule_missing
+from orders_common import EXPIRE, Orders, register_handlers, schedule_missing, start_sweep
 
 from wheel_engine import Engine
 
@@ -92,6 +92,7 @@ def create_app(
     async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         await engine.start()
         await schedule_missing(engine, orders)
+        await start_sweep(engine)
         try:
             yield
         finally:

@@ -35,6 +35,10 @@ from wheel_engine import CancelResult, Engine, Firing
 logger = logging.getLogger("order_service")
 
 EXPIRE = "orders.expire"
+SWEEP = "orders.sweep"
+#: The sweep runs every SWEEP_EVERY seconds and cancels orders GRACE seconds past their deadline.
+SWEEP_EVERY = 300.0
+GRACE = 60.0
 Answer = tuple[int, dict[str, Any]]
 
 SCHEMA = """
@@ -100,6 +104,16 @@ class Orders:
         )
         return cur.rowcount == 1
 
+    def sweep(self, now: float, grace: float) -> int:
+        """Cancel every UNPAID order more than ``grace`` seconds past its deadline: what a lost
+        timer would have left open. One conditional UPDATE; returns how many it cancelled."""
+        cur = self.db.execute(
+            "UPDATE orders SET status = 'CANCELLED', cancelled_at = ? "
+            "WHERE status = 'UNPAID' AND expires_at < ?",
+            (now, now - grace),
+        )
+        return cur.rowcount
+
     def pay(self, order_id: str, now: float) -> bool:
         """UNPAID -> PAID. False if the timeout got there first."""
         cur = self.db.execute(
@@ -142,6 +156,22 @@ def register_handlers(engine: Engine, orders: Orders) -> None:
         order_id = firing.payload["order"]
         if orders.expire(order_id, time.time()):
             logger.info("order %s expired unpaid: cancelled", order_id)
+
+    @engine.handler(SWEEP, timeout=60.0)
+    async def sweep(firing: Firing) -> None:
+        # The backstop: the database is the truth, the timers the fast path.
+        cancelled = orders.sweep(time.time(), GRACE)
+        if cancelled:
+            logger.warning("sweep cancelled %d overdue unpaid orders", cancelled)
+        await schedule_missing(engine, orders)
+
+
+async def start_sweep(engine: Engine) -> None:
+    """The sweep every 5 minutes, as a recurrence: one node runs each occurrence, durably.
+    Scheduled only if the journal has none yet: scheduling it again would restart its grid, and
+    a service restarted more often than every 5 minutes would then never sweep."""
+    if not any(r.name == "orders-sweep" for r in await engine.recurrences()):
+        await engine.schedule_recurring("orders-sweep", SWEEP, every=SWEEP_EVERY)
 
 
 async def schedule_missing(engine: Engine, orders: Orders) -> int:

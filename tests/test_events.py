@@ -23,6 +23,8 @@ SPEC_KINDS = [
     "redriven",
     "throttled",
 ]
+#: A recurrence's own events (issue 25), after the timers'.
+RECURRENCE_KINDS = ["recurrence_scheduled", "recurrence_canceled"]
 
 
 def timer(key: str = "k", version: int = 7, due: float = 100.0, attempts: int = 0) -> Timer:
@@ -38,7 +40,7 @@ def recording(bus: EventBus) -> list[Event]:
 
 
 def test_the_kinds_are_specs_names_and_an_event_has_no_payload() -> None:
-    assert [kind.value for kind in EventKind] == SPEC_KINDS
+    assert [kind.value for kind in EventKind] == SPEC_KINDS + RECURRENCE_KINDS
     assert EventKind.FIRED == "fired"
     assert "payload" not in Event._fields
     assert Event._fields == (

@@ -32,6 +32,7 @@ from wheel_engine.local_storage import LocalStorage
 from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.nodes.options import check_node_options, node_for
 from wheel_engine.nodes.transactional import Joined
+from wheel_engine.recurring.api import RecurringCalls
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.scheduling import Scheduler
 from wheel_engine.starting import Starter
@@ -56,7 +57,7 @@ logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=HandlerFn)
 
 
-class Engine:
+class Engine(RecurringCalls):
     """Durable timers on the running asyncio loop. See ``docs/contract.md`` for the contract.
 
     Guarantees: a handler never runs before its timer's due time by the wall clock; every
@@ -158,6 +159,7 @@ class Engine:
         self._closed = asyncio.Event()  # set once close() has finished
         self._admin: AdminServer | None = None  # with admin=True, once started
         self._background: set[asyncio.Future[Any]] = set()
+        self._series = self._install_series()  # recurring timers: wheel_engine/recurring/
 
     @property
     def journal(self) -> Journal | None:
@@ -204,7 +206,7 @@ class Engine:
         self._handlers[name] = spec
         self._starter.limits.configure(name, spec.limits)  # flow control (issue 26)
         # Recovery parks timers whose handler is not registered; they become due now.
-        if self._table.unpark(name):
+        if self._table.unpark(name) | self._series.registered(spec):  # and its occurrences
             self._trigger.arm()
 
     async def start(self) -> None:
@@ -224,6 +226,7 @@ class Engine:
         self.clock.attach(self)
         self._starter.start(loop)
         self._trigger.start(loop, self._starter.enqueue)
+        await self._series.open()
         if self.admin:
             from wheel_engine.admin import AdminServer, admin_path
 
@@ -367,12 +370,8 @@ class Engine:
     def stats(self) -> dict[str, Any]:
         """Counts by state, counters since start, lateness (seconds) and journal size; on
         PostgreSQL also this ``node`` and the ``partitions`` it owns."""
-        starter = self._starter
-        stats = engine_stats(
-            self._table, starter.running, self._stats, self._commits, starter.limits
-        )
-        extra = self._backend.stats()  # the node's figures on PostgreSQL
-        return {**stats, **extra} if extra else stats
+        stats = engine_stats(self._table, self._starter, self._stats, self._commits)
+        return {**stats, **self._backend.stats()}  # the node's figures on PostgreSQL
 
     async def redrive(self, key: str, *, at: datetime | float | None = None) -> TimerInfo:
         """Send a DEAD timer back to PENDING, due at ``at`` (default: now), attempts reset.

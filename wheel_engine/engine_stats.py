@@ -8,7 +8,7 @@ from wheel_engine._build import compiled
 
 if TYPE_CHECKING:
     from wheel_engine.commits import Commits
-    from wheel_engine.limits import Limits
+    from wheel_engine.starting import Starter
     from wheel_engine.stats import Counters
     from wheel_engine.timers import TimerTable
 
@@ -16,18 +16,15 @@ __all__ = ["engine_stats"]
 
 
 def engine_stats(
-    table: TimerTable,
-    running: int,
-    counters: Counters,
-    commits: Commits,
-    limits: Limits | None = None,
+    table: TimerTable, starter: Starter, counters: Counters, commits: Commits
 ) -> dict[str, Any]:
     """``Engine.stats()``: O(1) but for the lag percentiles (metrics scrape it on a live loop)
     and per limited handler (``limits``: its limits, running, waiting, ``throttled``)."""
-    flow = {} if limits is None else {"throttled": limits.throttled(), "limits": limits.describe()}
+    limits = starter.limits
+    flow = {"throttled": limits.throttled(), "limits": limits.describe()}
     return {
         "pending": table.pending(),
-        "running": running,
+        "running": starter.running,
         "dead": len(table.dead),
         "unhandled": table.parked(),
         "unhandled_handlers": sorted(table.unhandled),

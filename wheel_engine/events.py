@@ -51,6 +51,9 @@ class EventKind(enum.StrEnum):
     REDRIVEN = "redriven"  #: a DEAD timer went back to PENDING as a new version; committed
     #: due, but held back by its handler's ``concurrency`` or ``rate``: PENDING, not charged
     THROTTLED = "throttled"
+    #: a recurrence was scheduled or replaced (``key``: its name; ``due``: its first occurrence)
+    RECURRENCE_SCHEDULED = "recurrence_scheduled"
+    RECURRENCE_CANCELED = "recurrence_canceled"  #: a recurrence was cancelled (``key``: its name)
 
 
 class Event(NamedTuple):

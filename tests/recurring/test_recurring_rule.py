@@ -40,6 +40,7 @@ def test_every_is_the_first_grid_point_strictly_after(
     every: float, anchor: float, ahead: float
 ) -> None:
     rule = EveryRule(every, anchor)
+    anchor = rule.anchor  # the grid is in whole microseconds: 1.9765625 is 1.976562
     instant = anchor + ahead
     due = rule.next_after(instant)
     assert due > instant

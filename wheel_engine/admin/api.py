@@ -48,3 +48,19 @@ class EngineAPI(Protocol):
     async def redrive(self, key: str, *, at: datetime | float | None = None) -> TimerInfo: ...
 
     async def compact(self) -> None: ...
+
+    async def schedule_recurring(
+        self,
+        name: str,
+        handler: str,
+        *,
+        cron: str | None = ...,
+        every: float | None = ...,
+        tz: str = ...,
+        payload: Any = ...,
+        catch_up: Literal["latest", "all", "skip"] = ...,
+        overlap: bool = ...,
+        start: datetime | float | None = ...,
+    ) -> Any: ...
+
+    async def cancel_recurring(self, name: str, *, version: int | None = None) -> bool: ...

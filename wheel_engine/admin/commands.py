@@ -168,6 +168,29 @@ async def compact(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_RECURRING_RULE = frozenset({"cron", "every", "tz", "payload", "catch_up", "overlap", "start"})
+
+
+async def schedule_recurring(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:
+    """Schedule (or replace) a recurrence: ``name``, ``handler`` and the rule's keywords."""
+    _known(args, _RECURRING_RULE | {"name", "handler"})
+    name = _text(args, "name", required=True)
+    handler = _text(args, "handler", required=True)
+    assert name is not None and handler is not None
+    rule = {field: args[field] for field in _RECURRING_RULE if field in args}
+    info = await engine.schedule_recurring(name, handler, **rule)
+    return {"recurrence": plain(info._asdict())}
+
+
+async def cancel_recurring(engine: EngineAPI, args: dict[str, Any]) -> dict[str, Any]:
+    """Cancel a recurrence (only at ``version``, when given): ``{"canceled": bool}``."""
+    _known(args, frozenset({"name", "version"}))
+    name = _text(args, "name", required=True)
+    assert name is not None
+    version = _int_or_none(args, "version")
+    return {"canceled": await engine.cancel_recurring(name, version=version)}
+
+
 #: Every command the server answers, by name.
 COMMAND_TABLE: Final[dict[str, Command]] = {
     "ping": ping,
@@ -176,4 +199,6 @@ COMMAND_TABLE: Final[dict[str, Command]] = {
     "cancel": cancel,
     "redrive": redrive,
     "compact": compact,
+    "schedule_recurring": schedule_recurring,
+    "cancel_recurring": cancel_recurring,
 }

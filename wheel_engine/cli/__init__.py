@@ -104,6 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("key", metavar="KEY")
 
     p = sub.add_parser(
+        "recurring",
+        parents=[common],
+        help="list recurrences: name, rule, time zone, next due, last outcome",
+        description="The recurrences the journal holds (schedule_recurring). Read-only.",
+    )
+    db(p)
+
+    p = sub.add_parser(
         "check",
         parents=[common],
         help="verify every record decodes and the state rebuilds",
@@ -174,13 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _commands() -> dict[str, Command]:
-    from wheel_engine.cli import read, remote, run, write
+    from wheel_engine.cli import read, recurring, remote, run, write
 
     return {
         **remote.COMMANDS,
         "status": read.cmd_status,
         "list": read.cmd_list,
         "show": read.cmd_show,
+        "recurring": recurring.cmd_recurring,
         "check": read.cmd_check,
         "compact": write.cmd_compact,
         "redrive": write.cmd_redrive,

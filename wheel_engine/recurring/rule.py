@@ -86,12 +86,12 @@ class EveryRule:
 
     def __init__(self, every: float, anchor: float) -> None:
         self.every = every
-        self.anchor = anchor
         self._every_us = max(1, round(every * _MICROS))
         # up, not to nearest: the grid's first point is never before the anchor asked for (a
         # start 0.4 µs past a microsecond would else land before it, and an instant between
         # the two would skip the first occurrence)
         self._anchor_us = math.ceil(anchor * _MICROS)
+        self.anchor = self._anchor_us / _MICROS  # the grid's, to the microsecond
 
     def next_after(self, instant: float) -> float:
         behind = math.floor(instant * _MICROS) - self._anchor_us
