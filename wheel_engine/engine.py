@@ -202,7 +202,7 @@ class Engine(RecurringCalls):
             describe_error=describe_error,
             **limits,
         )
-        check_scope(name, spec.limits, shared=self._node is not None)  # "cluster": PostgreSQL
+        check_scope(name, spec.limits, shared=self._backend.shared)  # "cluster": PostgreSQL
         self._handlers[name] = spec
         self._starter.limits.configure(name, spec.limits)  # flow control (issue 26)
         # Recovery parks timers whose handler is not registered; they become due now.
