@@ -7,7 +7,7 @@ that the engine is open and hand over to :class:`~wheel_engine.recurring.series.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from wheel_engine.recurring.records import RecurrenceInfo
 from wheel_engine.recurring.series import EngineLike, Series
@@ -16,13 +16,18 @@ from wheel_engine.validation import check_version
 __all__ = ["RecurringCalls"]
 
 
+class _Front(Protocol):
+    def check_open(self) -> None: ...
+
+
 class RecurringCalls:
     """``schedule_recurring``, ``cancel_recurring`` and ``recurrences`` (SPEC, "Recurring")."""
 
     _series: Series
+    _front: _Front  # the engine's: raises unless started and not closing
 
     def _check_open(self) -> None:
-        raise NotImplementedError  # the engine's
+        self._front.check_open()
 
     def _install_series(self) -> Series:
         """The engine's :class:`Series`, its record handler registered (in ``__init__``)."""
