@@ -20,14 +20,19 @@ class _Front(Protocol):
     def check_open(self) -> None: ...
 
 
+class _Engine(Protocol):
+    @property
+    def _front(self) -> _Front: ...
+
+
 class RecurringCalls:
     """``schedule_recurring``, ``cancel_recurring`` and ``recurrences`` (SPEC, "Recurring")."""
 
     _series: Series
-    _front: _Front  # the engine's: raises unless started and not closing
 
     def _check_open(self) -> None:
-        self._front.check_open()
+        """The engine's check: raises unless it is started and not closing."""
+        cast("_Engine", self)._front.check_open()
 
     def _install_series(self) -> Series:
         """The engine's :class:`Series`, its record handler registered (in ``__init__``)."""
