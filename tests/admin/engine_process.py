@@ -24,9 +24,17 @@ def engine_process(
     record: tuple[str, ...] = ("h",),
     fail: tuple[str, ...] = (),
     admin: bool = True,
+    limits: dict[str, dict[str, object]] | None = None,
 ) -> Iterator[subprocess.Popen[str]]:
-    """A live engine on ``journal`` in a child process; SIGTERM (then SIGKILL) at the end."""
-    config = {"journal": str(journal), "record": record, "fail": fail, "admin": admin}
+    """A live engine on ``journal`` in a child process; SIGTERM (then SIGKILL) at the end.
+    ``limits``: a recording handler's limit keywords for ``register``, by name."""
+    config = {
+        "journal": str(journal),
+        "record": record,
+        "fail": fail,
+        "admin": admin,
+        "limits": limits or {},
+    }
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPT), json.dumps(config)],

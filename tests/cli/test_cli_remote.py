@@ -6,33 +6,17 @@ without one."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import sqlite3
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from live_engine import fresh_journal, procs
 
 from journal.lock import WriterLock
 from wheel_engine import Engine, Firing
 from wheel_engine.cli import main
 from wheel_engine.testing import VirtualClock
-
-ADMIN_TESTS = Path(__file__).resolve().parents[1] / "admin"
-
-
-def _engine_process() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "engine_process", ADMIN_TESTS / "engine_process.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-procs = _engine_process()
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -44,15 +28,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object]]:
     code, out, _ = run(capsys, *argv, "--json")
     return code, json.loads(out)
-
-
-def fresh_journal(path: Path) -> Path:
-    async def make() -> None:
-        async with Engine(str(path), clock=VirtualClock()):
-            pass
-
-    asyncio.run(make())
-    return path
 
 
 # -- a live engine in another process, through its admin socket -------------------------------

@@ -2,7 +2,8 @@
 
 They open the journal read-only, so they work while an engine is running on it, and they never
 change a byte of it. What they show is the journal's committed state: a timer an engine is
-running right now shows as RUNNING (an attempt is committed, its outcome is not yet).
+running right now shows as RUNNING (an attempt is committed, its outcome is not yet). ``status``
+also shows what a running engine says of itself (its limits: :mod:`wheel_engine.cli.live`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from wheel_engine.cli.common import (
     translate_error,
     with_path,
 )
+from wheel_engine.cli.live import ask_engine, print_live
 from wheel_engine.cli.output import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -139,6 +141,7 @@ async def cmd_status(args: argparse.Namespace, out: Output) -> int:
         }
     if upcoming:
         data["next_due"] = {"key": upcoming[0].key, "due": upcoming[0].due}
+    data.update(ask_engine(args.db))  # the running engine's own figures: its limits among them
 
     if out.json_mode:
         out.json(data)
@@ -177,6 +180,7 @@ async def cmd_status(args: argparse.Namespace, out: Output) -> int:
         pairs.append(("unhandled", f"{len(unhandled)} (handlers: {names})"))
     out.fields(pairs, title=f"wheel-engine journal {args.db}")
     print_handlers(out, data["handlers"])
+    print_live(out, data)
     return EXIT_OK
 
 
