@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol, TypeVar
 
+from journal.errors import WheelEngineError
+
 __all__ = [
     "CANCELED",
     "DEAD",
@@ -104,5 +106,5 @@ RowFactory = Callable[
 ]
 
 
-class Malformed(ValueError):
+class Malformed(WheelEngineError, ValueError):
     """A record's fields do not have the shape of its kind."""

@@ -35,3 +35,43 @@ async def test_redrive_of_an_unknown_key_raises_timer_not_found_printed_as_key_e
         with pytest.raises(TimerNotFound) as caught:
             await engine.redrive("no-such-key")
     assert str(caught.value) == str(KeyError("no-such-key"))
+
+
+def _library_modules() -> list[str]:
+    import pkgutil
+
+    import journal
+
+    names = []
+    for package in (wheel_engine, journal):
+        names.append(package.__name__)
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if not info.name.rsplit(".", 1)[-1].startswith("__"):  # __main__: runs the CLI
+                names.append(info.name)
+    return names
+
+
+def test_every_error_class_the_library_defines_sits_under_the_base() -> None:
+    """Not only the exported ones: an error raised from a submodule (the cron parser, the web
+    console's config, a journal row's shape) is caught by ``except WheelEngineError`` too. A
+    private class (``_Bad``: a hot loop's signal to look again, never raised out) is exempt."""
+    import importlib
+    import inspect
+
+    outside = []
+    modules = _library_modules()
+    assert len(modules) > 100  # the walk found the library, not an empty package
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an optional extra that is not installed here
+            continue
+        for cls_name, cls in inspect.getmembers(module, inspect.isclass):
+            if (
+                cls.__module__ == name
+                and issubclass(cls, BaseException)
+                and not cls_name.startswith("_")
+                and not issubclass(cls, WheelEngineError)
+            ):
+                outside.append(f"{name}.{cls_name}")
+    assert not outside, outside

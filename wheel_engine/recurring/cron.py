@@ -46,6 +46,8 @@ import math
 from typing import Final
 from zoneinfo import ZoneInfo
 
+from wheel_engine.errors import WheelEngineError
+
 __all__ = ["CronError", "CronExpression"]
 
 _UTC: Final = dt.UTC
@@ -93,7 +95,7 @@ _MACROS: Final = {
 _SEARCH_YEARS: Final = 8
 
 
-class CronError(ValueError):
+class CronError(WheelEngineError, ValueError):
     """A cron expression that cannot be used; the message names the field at fault."""
 
 

@@ -19,6 +19,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import Final
 
+from wheel_engine.errors import WheelEngineError
+
 __all__ = [
     "LOOPBACK_NAMES",
     "MIN_TOKEN",
@@ -33,7 +35,7 @@ MIN_TOKEN: Final = 16
 LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
-class ConfigError(ValueError):
+class ConfigError(WheelEngineError, ValueError):
     """A setting the console refuses to start with; the message is one line."""
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from wheel_engine.errors import WheelEngineError
+
 __all__ = ["Refused"]
 
 
-class Refused(Exception):
+class Refused(WheelEngineError):
     """The request is refused; ``status`` and a one-line reason for the page or the API."""
 
     def __init__(self, status: int, message: str) -> None:
