@@ -48,6 +48,8 @@ def test_quick_demo_survives_sigkill_and_every_check_passes(tmp_path: Path) -> N
     assert [w["killed"] for w in workers] == [True, False]
     assert workers[1]["recovered_timers"] > 0
     assert figures["lateness_p50_ms"] is not None and figures["lateness_p50_ms"] >= 0
+    assert figures["timers_deleted_on_purpose"] == 3 and figures["swept"] >= 3
+    assert figures["sweep_runs"] > 0
 
     # The checks are real: spoil the outcome and they fail.
     plan = demo.Plan.make(300, quick=True, seed=11, crash=True)
@@ -57,12 +59,17 @@ def test_quick_demo_survives_sigkill_and_every_check_passes(tmp_path: Path) -> N
     con.execute("UPDATE orders SET status = 'CANCELLED' WHERE id = ?", (paid,))
     unpaid = con.execute("SELECT order_id FROM firings LIMIT 1").fetchone()[0]
     con.execute("UPDATE orders SET status = 'UNPAID' WHERE id = ?", (unpaid,))
+    con.execute(  # as if a timer had cancelled an order whose timer was deleted
+        "UPDATE orders SET cancelled_by = 'timer' WHERE id IN "
+        "(SELECT id FROM orders WHERE timer_deleted_at IS NOT NULL LIMIT 1)"
+    )
     con.commit()
     con.close()
     outcome = demo.check(tmp_path, plan, worker_codes=[-9, 0], killed=True)
     failed = {name for name, ok, _ in outcome.checks if not ok}
     assert "no paid order was cancelled" in failed
     assert "every unpaid order was cancelled" in failed
+    assert "the sweep caught every order whose timer was deleted" in failed
     assert not outcome.ok
 
 

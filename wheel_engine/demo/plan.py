@@ -2,7 +2,8 @@
 
 The orders database is the demo's "business" database, separate from the timer journal: the
 plan of orders and payments, the orders as the worker creates and settles them, every firing
-of a timeout, and each worker's start, recovery and end. The verdict is read from it alone.
+of a timeout, every run of the sweep, and each worker's start, recovery and end. The verdict
+is read from it alone.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ __all__ = [
     "HANDLER",
     "JOURNAL_DB",
     "ORDERS_DB",
+    "SWEEP_HANDLER",
+    "SWEEP_NAME",
     "Plan",
     "connect",
     "transaction",
@@ -27,6 +30,9 @@ __all__ = [
 
 #: The timeout handler's name, as the timers in the journal name it.
 HANDLER = "orders.timeout"
+#: The sweep's handler, and the name of the recurrence that runs it (one per journal).
+SWEEP_HANDLER = "orders.sweep"
+SWEEP_NAME = "orders-sweep"
 #: The orders database's file name in the demo's directory.
 ORDERS_DB = "orders.db"
 #: The timer journal's file name in the demo's directory.
@@ -40,7 +46,7 @@ CREATE TABLE IF NOT EXISTS plan (
     create_offset REAL NOT NULL,   -- seconds after t0
     timeout REAL NOT NULL,         -- seconds from creation to the payment deadline
     pay_offset REAL,               -- seconds after creation the customer pays; NULL: never
-    kind TEXT NOT NULL             -- never | early | last-instant | late
+    kind TEXT NOT NULL             -- never | early | last-instant | late | timer-lost
 );
 CREATE TABLE IF NOT EXISTS orders (
     id TEXT PRIMARY KEY,
@@ -49,6 +55,8 @@ CREATE TABLE IF NOT EXISTS orders (
     status TEXT NOT NULL CHECK (status IN ('UNPAID', 'PAID', 'CANCELLED')),
     paid_at REAL,
     cancelled_at REAL,
+    cancelled_by TEXT,             -- timer | sweep: whose conditional update cancelled it
+    timer_deleted_at REAL,         -- timer-lost: when the service deleted its timer on purpose
     schedule_seconds REAL          -- how long engine.schedule took (the journal commit)
 );
 CREATE TABLE IF NOT EXISTS payments (
@@ -65,6 +73,13 @@ CREATE TABLE IF NOT EXISTS firings (
     due REAL NOT NULL,
     fired_at REAL NOT NULL,
     applied INTEGER NOT NULL,      -- 1: this firing cancelled the order; 0: nothing to do
+    worker INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sweeps (
+    n INTEGER PRIMARY KEY,
+    idempotency_key TEXT NOT NULL,
+    at REAL NOT NULL,
+    cancelled INTEGER NOT NULL,    -- orders this run of the sweep cancelled
     worker INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS workers (
@@ -94,6 +109,13 @@ class Plan:
     quick: bool = False
     #: shares of customers: pay early, pay in the last instant, pay just too late (rest: never)
     shares: tuple[float, float, float] = (0.45, 0.12, 0.08)
+    #: "never" customers of the plan's first half whose timer the service deletes on purpose
+    #: (a timer lost upstream), for the sweep to catch
+    lost: int = 3
+    sweep_every: float = 1.0  #: seconds between two runs of the sweep
+    #: the sweep cancels UNPAID orders this many seconds past their deadline: more than a
+    #: timer's lateness through the crash, so it only catches what no timer will
+    grace: float = 2.0
 
     @classmethod
     def make(cls, orders: int, *, quick: bool, seed: int, crash: bool) -> Plan:
@@ -107,6 +129,8 @@ class Plan:
                 crash=crash,
                 seed=seed,
                 quick=True,
+                sweep_every=0.25,
+                grace=1.0,
             )
         return cls(orders=orders, crash=crash, seed=seed)
 
@@ -156,12 +180,22 @@ def write_plan(workdir: Path, plan: Plan) -> None:
             else:
                 kind, pay = "never", None
             rows.append((f"o{i:05d}", rng.uniform(0.0, plan.window), timeout, pay, kind))
+        never = sorted(
+            (offset, order) for order, offset, _, _, kind in rows
+            if kind == "never" and offset < plan.window / 2
+        )  # fmt: skip
+        lost = {order for _, order in never[: plan.lost]}
+        rows = [(o, at, t, pay, "timer-lost" if o in lost else k) for o, at, t, pay, k in rows]
         with transaction(conn):
             conn.execute("DELETE FROM plan")
             conn.executemany("INSERT INTO plan VALUES (?, ?, ?, ?, ?)", rows)
-            conn.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('plan', ?)",
-                (json.dumps({"orders": plan.orders, "seed": plan.seed, "quick": plan.quick}),),
-            )
+            shape = {
+                "orders": plan.orders,
+                "seed": plan.seed,
+                "quick": plan.quick,
+                "sweep_every": plan.sweep_every,
+                "grace": plan.grace,
+            }
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('plan', ?)", (json.dumps(shape),))
     finally:
         conn.close()

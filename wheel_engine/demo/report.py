@@ -83,6 +83,16 @@ def print_report(console: Console, outcome: Outcome) -> None:
         "fired on a paid order",
         f"{f['fired_on_paid_order_absorbed']}, absorbed (lost the race, changed nothing)",
     )
+    if f["timers_deleted_on_purpose"]:
+        late = f["swept_late_max_s"]
+        others = f["swept"] - f["timers_deleted_on_purpose"]
+        table.add_row(
+            "sweep",
+            f"{f['sweep_runs']} runs (a recurring timer); it cancelled the "
+            f"{f['timers_deleted_on_purpose']} orders whose timer was deleted on purpose, at "
+            f"most {late:.1f}s past their deadline (the grace, then the next run)"
+            + (f", and {others} more whose timer was late past the grace" if others else ""),
+        )
     quick = " (--quick: short timeouts, few timers: an illustration, not a benchmark)"
     table.add_row(
         "lateness",

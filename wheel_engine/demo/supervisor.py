@@ -67,7 +67,9 @@ def run(
             console.print(
                 f"[bold]wheel-engine demo[/bold]: {plan.orders} orders, payment timeouts "
                 f"{plan.timeout_min:g}-{plan.timeout_max:g}s, created over {plan.window:g}s "
-                f"(seed {seed}); orders in {work / ORDERS_DB}, timers in {work / JOURNAL_DB} "
+                f"(seed {seed}); a sweep every {plan.sweep_every:g}s (a recurring timer) backs "
+                f"them up and must catch the {plan.lost} orders whose timer the service deletes "
+                f"on purpose; orders in {work / ORDERS_DB}, timers in {work / JOURNAL_DB} "
                 f"({kept})"
             )
         started = time.time()

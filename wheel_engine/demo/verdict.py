@@ -3,8 +3,10 @@
 The checks are the engine's guarantees as an order service sees them: every unpaid order was
 cancelled (at least once), no paid order was (cancel is final, and the conditional update
 absorbs the races), each cancellation applied exactly once (idempotent handler), no timer fired
-before its due time (never early), and the worker killed with SIGKILL had its timers recovered
-by its successor. The figures (lateness, throughput, recovery) are measured, not judged.
+before its due time (never early), every order whose timer was deleted on purpose was caught by
+the sweep (the database is the truth, the timers its fast path), and the worker killed with
+SIGKILL had its timers recovered by its successor. The figures (lateness, throughput,
+recovery) are measured, not judged.
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ _COUNTS: dict[str, str] = {
     "GROUP BY idempotency_key HAVING count(*) > 1)",
     "fired_after_paid": "SELECT count(DISTINCT f.order_id) FROM firings f JOIN orders o "
     "ON o.id = f.order_id WHERE o.status = 'PAID'",
+    "swept": "SELECT count(*) FROM orders WHERE cancelled_by = 'sweep'",
+    "timers_deleted": "SELECT count(*) FROM orders WHERE timer_deleted_at IS NOT NULL",
+    "deleted_not_swept": "SELECT count(*) FROM orders "
+    "WHERE timer_deleted_at IS NOT NULL AND coalesce(cancelled_by, '') != 'sweep'",
+    "sweep_runs": "SELECT count(DISTINCT idempotency_key) FROM sweeps",
+    "planned_lost": "SELECT count(*) FROM plan WHERE kind = 'timer-lost'",
 }
 
 #: The breakdowns: name -> SQL returning (label, count) rows.
@@ -68,6 +76,9 @@ _ROWS: dict[str, str] = {
     "created_span": "SELECT min(created_at), max(created_at) FROM orders",
     "fired_span": "SELECT min(fired_at), max(fired_at) FROM firings",
     "t0": "SELECT value FROM meta WHERE name = 't0'",
+    # how long past its deadline the sweep caught each order whose timer was deleted
+    "swept_late": "SELECT cancelled_at - due FROM orders "
+    "WHERE cancelled_by = 'sweep' AND timer_deleted_at IS NOT NULL",
 }
 
 
@@ -173,6 +184,10 @@ def _figures(facts: dict[str, Any]) -> dict[str, Any]:
         "orders_created_per_second": (facts["orders"] / created_span if created_span else math.nan),
         "peak_firings_per_second": max(per_second.values(), default=0),
         "firing_span_seconds": _span(facts["fired_span"]),
+        "sweep_runs": facts["sweep_runs"],
+        "timers_deleted_on_purpose": facts["timers_deleted"],
+        "swept": facts["swept"],
+        "swept_late_max_s": max((float(r[0]) for r in facts["swept_late"]), default=math.nan),
         "workers": [
             {
                 "n": w[0],
@@ -198,6 +213,7 @@ def _checks(
         facts["paid_cancelled"],
     )
     cancelled, applied_cancelled = status.get("CANCELLED", 0), applied.get("CANCELLED", 0)
+    swept, deleted = facts["swept"], facts["timers_deleted"]
     checks: list[Check] = [
         ("every order was created", n_orders == plan.orders, f"{n_orders}/{plan.orders}"),
         ("every unpaid order was cancelled", unpaid == 0, f"{unpaid} unpaid and not cancelled"),
@@ -209,10 +225,16 @@ def _checks(
         (
             "each cancellation applied exactly once",
             facts["applied_twice"] == 0
-            and applied_cancelled == cancelled
+            and applied_cancelled + swept == cancelled
             and applied.get("PAID", 0) == 0,
-            f"{applied_cancelled} applied for {cancelled} cancelled, "
-            f"{facts['applied_twice']} twice",
+            f"{applied_cancelled} by a timer and {swept} by the sweep for {cancelled} "
+            f"cancelled, {facts['applied_twice']} twice",
+        ),
+        (
+            "the sweep caught every order whose timer was deleted",
+            facts["deleted_not_swept"] == 0 and (deleted > 0 or facts["planned_lost"] == 0),
+            f"{deleted} timers deleted on purpose, {deleted - facts['deleted_not_swept']} of "
+            f"their orders cancelled by the sweep in {facts['sweep_runs']} runs",
         ),
         (
             "no timer fired before its due time",

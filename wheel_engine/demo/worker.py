@@ -8,12 +8,19 @@ timer. The timer's handler runs ``UPDATE ... SET status='CANCELLED' WHERE status
 whichever of the two commits first wins, the other changes nothing. That conditional update
 is what makes the handler idempotent and the pay/timeout race safe, across any crash.
 
+The database stays the truth, and the timers are its fast path: a recurring sweep (every
+``sweep_every`` seconds, one recurrence in the journal, so one run at a time whichever worker
+is up) cancels the UNPAID orders ``grace`` seconds past their deadline, with the same
+conditional update. The plan's ``timer-lost`` customers have their timer deleted on purpose
+right after the order is created (a timer lost upstream): only the sweep can catch them.
+
 Run by the supervisor as ``python -m wheel_engine.demo.worker DIR N`` (worker number ``N``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
@@ -22,7 +29,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wheel_engine.demo.plan import HANDLER, JOURNAL_DB, ORDERS_DB, connect, transaction
+from wheel_engine.demo.plan import (
+    HANDLER,
+    JOURNAL_DB,
+    ORDERS_DB,
+    SWEEP_HANDLER,
+    SWEEP_NAME,
+    connect,
+    transaction,
+)
 
 if TYPE_CHECKING:
     from wheel_engine import Engine, Firing
@@ -45,6 +60,10 @@ class Worker:
         self.db = connect(workdir / ORDERS_DB)
         self.rng = random.Random(os.getpid())
         self.engine: Engine | None = None
+        shape = json.loads(
+            self.db.execute("SELECT value FROM meta WHERE name = 'plan'").fetchone()[0]
+        )
+        self.sweep_every, self.grace = float(shape["sweep_every"]), float(shape["grace"])
 
     # --- the timer's handler: idempotent through a conditional update -------------------------
     async def on_timeout(self, firing: Firing) -> None:
@@ -52,7 +71,7 @@ class Worker:
         now = time.time()
         with transaction(self.db):
             cur = self.db.execute(
-                "UPDATE orders SET status = 'CANCELLED', cancelled_at = ? "
+                "UPDATE orders SET status = 'CANCELLED', cancelled_at = ?, cancelled_by = 'timer' "
                 "WHERE id = ? AND status = 'UNPAID'",
                 (now, order_id),
             )
@@ -73,6 +92,43 @@ class Worker:
         # repeat after a crash is recognised downstream. A SIGKILL in here means this firing is
         # not acknowledged, and it fires again after the restart: absorbed by the WHERE above.
         await asyncio.sleep(self.rng.uniform(0.02, 0.2))
+
+    # --- the sweep: the backstop for a timer lost anywhere, idempotent the same way ------------
+    async def on_sweep(self, firing: Firing) -> None:
+        now = time.time()
+        with transaction(self.db):
+            cur = self.db.execute(
+                "UPDATE orders SET status = 'CANCELLED', cancelled_at = ?, cancelled_by = 'sweep' "
+                "WHERE status = 'UNPAID' AND due < ?",
+                (now, now - self.grace),
+            )
+            self.db.execute(
+                "INSERT INTO sweeps (idempotency_key, at, cancelled, worker) VALUES (?, ?, ?, ?)",
+                (firing.idempotency_key, now, cur.rowcount, self.number),
+            )
+
+    async def start_sweep(self) -> None:
+        """The sweep's recurrence, defined once per journal: a restarted worker finds it
+        recovered (defining it again would restart its grid of occurrences)."""
+        assert self.engine is not None
+        if not any(r.name == SWEEP_NAME for r in await self.engine.recurrences()):
+            await self.engine.schedule_recurring(SWEEP_NAME, SWEEP_HANDLER, every=self.sweep_every)
+
+    async def lose_timer(self, order_id: str) -> None:
+        """Delete the order's timer on purpose (a timer lost upstream), once: noted only if a
+        pending timer was really deleted (a crash may have let it fire first)."""
+        assert self.engine is not None
+        row = self.db.execute(
+            "SELECT timer_deleted_at FROM orders WHERE id = ?", (order_id,)
+        ).fetchone()
+        if row is None or row[0] is not None:
+            return
+        result = await self.engine.cancel(f"order:{order_id}")
+        if result.value == "CANCELED":
+            with transaction(self.db):
+                self.db.execute(
+                    "UPDATE orders SET timer_deleted_at = ? WHERE id = ?", (time.time(), order_id)
+                )
 
     # --- the service's two operations ---------------------------------------------------------
     async def create_order(self, order_id: str, timeout: float) -> float:
@@ -130,10 +186,18 @@ class Worker:
 
     # --- driving the plan -------------------------------------------------------------------
     async def customer(
-        self, t0: float, order_id: str, create_offset: float, timeout: float, pay: float | None
+        self,
+        t0: float,
+        order_id: str,
+        create_offset: float,
+        timeout: float,
+        pay: float | None,
+        kind: str,
     ) -> None:
         await sleep_until(t0 + create_offset)
         created_at = await self.create_order(order_id, timeout)
+        if kind == "timer-lost":
+            await self.lose_timer(order_id)
         if pay is None:
             return
         await sleep_until(created_at + pay)
@@ -149,6 +213,7 @@ class Worker:
             )
         engine = await self.start_engine()
         t0 = self.record_ready(started)
+        await self.start_sweep()
         try:
             await self.finish_outbox()
             await self.play_plan(t0)
@@ -167,6 +232,7 @@ class Worker:
 
         engine = Engine(str(self.workdir / JOURNAL_DB), max_concurrency=256)
         engine.register(HANDLER, self.on_timeout)
+        engine.register(SWEEP_HANDLER, self.on_sweep)
         self.engine = engine
         for _ in range(LOCK_RETRIES):
             try:
@@ -203,26 +269,27 @@ class Worker:
     async def play_plan(self, t0: float) -> None:
         """Every customer of the plan not yet served, each on its own schedule."""
         plan = self.db.execute(
-            "SELECT p.id, p.create_offset, p.timeout, p.pay_offset FROM plan p "
+            "SELECT p.id, p.create_offset, p.timeout, p.pay_offset, p.kind FROM plan p "
             "LEFT JOIN payments y ON y.order_id = p.id "
             "WHERE y.order_id IS NULL ORDER BY p.create_offset"
         ).fetchall()
         await asyncio.gather(
             *(
-                self.customer(t0, order_id, create_offset, timeout, pay)
-                for order_id, create_offset, timeout, pay in plan
+                self.customer(t0, order_id, create_offset, timeout, pay, kind)
+                for order_id, create_offset, timeout, pay, kind in plan
             )
         )
 
     async def wait_until_settled(self) -> None:
-        """Until every order is paid or cancelled and no timer is pending or running."""
+        """Until every order is paid or cancelled; then the sweep is stopped (the end of the
+        demo's business day), and until no timer is pending or running."""
         assert self.engine is not None
+        while self.db.execute("SELECT count(*) FROM orders WHERE status = 'UNPAID'").fetchone()[0]:
+            await asyncio.sleep(0.02)
+        await self.engine.cancel_recurring(SWEEP_NAME)
         while True:
-            unpaid = self.db.execute(
-                "SELECT count(*) FROM orders WHERE status = 'UNPAID'"
-            ).fetchone()[0]
             stats = self.engine.stats()
-            if unpaid == 0 and stats.get("pending", 0) == 0 and stats.get("running", 0) == 0:
+            if stats.get("pending", 0) == 0 and stats.get("running", 0) == 0:
                 return
             await asyncio.sleep(0.02)
 
