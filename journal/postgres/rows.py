@@ -17,7 +17,7 @@ __all__ = ["COLUMNS", "StoredTimer", "arrays", "stored"]
 COLUMNS: Final = (
     "t.key, t.version, t.handler, t.due, t.payload, t.state, t.attempts, t.last_error,"
     " t.first_attempt_at, t.updated_at, t.partition, t.run_epoch, t.cancel_requested,"
-    " t.change_seq"
+    " t.change_seq, t.trace"
 )
 
 
@@ -38,6 +38,7 @@ class StoredTimer(NamedTuple):
     run_epoch: int | None  #: the owner's epoch of the last attempt (None: never ran)
     cancel_requested: bool  #: a cancel reached it while RUNNING: its owner should stop it
     change_seq: int  #: the order of the last change among all changes
+    trace: str | None = None  #: the W3C trace context it was scheduled in (tracing, #29)
 
     def row(self) -> TimerRow:
         """The journal-neutral view the engine uses for ``get()`` and recovery."""
@@ -52,6 +53,7 @@ class StoredTimer(NamedTuple):
             self.last_error,
             self.first_attempt_at,
             self.updated_at,
+            self.trace,
         )
 
 
@@ -73,6 +75,7 @@ def stored(row: Any) -> StoredTimer:
         row[11],
         row[12],
         row[13],
+        row[14],
     )
 
 

@@ -1,13 +1,13 @@
 """The PostgreSQL journal's tables, created and upgraded by numbered migrations.
 
-Tables (schema_version 1)::
+Tables (schema_version 2)::
 
     wheel_meta        (name PK, value): schema_version, partitions
     wheel_partitions  (partition PK, owner, epoch, lease_until, acquired_at)
     wheel_nodes       (node PK, alive_until): the nodes that renewed lately, for balancing
     wheel_timers      (key PK, partition, version, handler, due, payload, state, attempts,
                        last_error, first_attempt_at, run_epoch, cancel_requested,
-                       change_seq, change_xid, updated_at, finished_at)
+                       change_seq, change_xid, updated_at, finished_at, trace)
 
 Times (``due``, ``lease_until``, ``updated_at``...) are epoch seconds as ``double precision``,
 the engine's own unit, so a due time goes in and comes out as the same float. Times that the
@@ -106,8 +106,15 @@ _V1: Final = (
     " FOR EACH ROW EXECUTE FUNCTION wheel_stamp()",
 )
 
+#: Tracing (#29): the W3C trace context a timer was scheduled (or redriven) in, NULL without
+#: one. A NULL costs a bit of the row's null bitmap, no byte of data; the rows written before
+#: this column existed read as untraced. Nodes already running older code keep working (their
+#: statements name their columns: an insert of theirs leaves it NULL, a replace of theirs keeps
+#: the replaced version's context) but one restarted is refused (a newer schema).
+_V2: Final = ("ALTER TABLE wheel_timers ADD COLUMN trace text",)
+
 #: ``MIGRATIONS[n - 1]`` takes a database from schema_version ``n - 1`` to ``n``. Append only.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1,)
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _EXISTS: Final = "SELECT to_regclass('wheel_meta') IS NOT NULL"

@@ -183,9 +183,11 @@ class PostgresStore(Requests):
         async with self._connection("cancelling") as conn:
             return await writes.cancel(conn, key, version)
 
-    async def redrive(self, key: str, *, at: float | None = None) -> StoredTimer | None:
+    async def redrive(
+        self, key: str, *, at: float | None = None, trace: str | None = None
+    ) -> StoredTimer | None:
         async with self._connection("redriving") as conn:
-            return await writes.redrive(conn, key, at=at)
+            return await writes.redrive(conn, key, at=at, trace=trace)
 
     # -- firing --------------------------------------------------------------------------------
 

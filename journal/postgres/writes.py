@@ -49,13 +49,16 @@ _LIVE: Final = (PENDING_CODE, RUNNING_CODE)
 _CANCEL_TRIES: Final = 3
 
 _UPSERT: Final = (
-    "INSERT INTO wheel_timers AS t (key, partition, version, handler, due, payload, state)"
+    "INSERT INTO wheel_timers AS t"
+    " (key, partition, version, handler, due, payload, trace, state)"
     " SELECT r.key, r.partition, nextval('wheel_version_seq'), r.handler, r.due, r.payload,"
-    f" {PENDING_CODE}"
+    f" r.trace, {PENDING_CODE}"
     " FROM unnest(%(keys)s::text[], %(parts)s::int[], %(handlers)s::text[],"
-    "   %(dues)s::float8[], %(payloads)s::bytea[]) AS r(key, partition, handler, due, payload)"
+    "   %(dues)s::float8[], %(payloads)s::bytea[], %(traces)s::text[])"
+    "   AS r(key, partition, handler, due, payload, trace)"
     " ON CONFLICT (key) DO UPDATE SET version = nextval('wheel_version_seq'),"
     "  handler = EXCLUDED.handler, due = EXCLUDED.due, payload = EXCLUDED.payload,"
+    "  trace = EXCLUDED.trace,"
     f" state = {PENDING_CODE},"
     "  attempts = 0, last_error = NULL, first_attempt_at = NULL, run_epoch = NULL,"
     "  cancel_requested = false, finished_at = NULL"
@@ -79,7 +82,7 @@ _REDRIVE: Final = (
     "UPDATE wheel_timers t SET version = nextval('wheel_version_seq'),"
     f" state = {PENDING_CODE}, attempts = 0,"
     f" due = coalesce(%(at)s::float8, {DB_NOW}), first_attempt_at = NULL, run_epoch = NULL,"
-    " cancel_requested = false, finished_at = NULL"
+    " cancel_requested = false, finished_at = NULL, trace = coalesce(%(trace)s::text, t.trace)"
     f" WHERE t.key = %(key)s AND t.state = {DEAD_CODE}"
     " AND (%(version)s::bigint IS NULL OR t.version = %(version)s::bigint)"
     f" RETURNING {COLUMNS}, {_NOTIFY}"
@@ -95,6 +98,7 @@ class ScheduleRequest(NamedTuple):
     due: float
     payload: bytes | None  #: msgpack bytes
     on_conflict: OnConflict = "replace"
+    trace: str | None = None  #: the trace context to store with it (tracing, #29)
 
 
 class Scheduled(NamedTuple):
@@ -123,9 +127,11 @@ class Requests:
         due: float,
         payload: bytes | None = None,
         on_conflict: OnConflict = "replace",
+        trace: str | None = None,
     ) -> ScheduleRequest:
         """A :class:`ScheduleRequest` for ``key`` in its partition."""
-        return ScheduleRequest(key, self.partition_of(key), handler, due, payload, on_conflict)
+        partition = self.partition_of(key)
+        return ScheduleRequest(key, partition, handler, due, payload, on_conflict, trace)
 
 
 def _rounds(requests: Sequence[ScheduleRequest]) -> list[list[ScheduleRequest]]:
@@ -147,8 +153,9 @@ def _rounds(requests: Sequence[ScheduleRequest]) -> list[list[ScheduleRequest]]:
 
 def _upsert(batch: list[ScheduleRequest]) -> tuple[str, dict[str, Any]]:
     statement = _REPLACE if batch[0].on_conflict == "replace" else _UNLESS_LIVE
-    rows = [r[:5] for r in batch]  # key, partition, handler, due, payload
-    return statement, arrays(rows, ("keys", "parts", "handlers", "dues", "payloads"))
+    rows = [(*r[:5], r.trace) for r in batch]  # key, partition, handler, due, payload, trace
+    names = ("keys", "parts", "handlers", "dues", "payloads", "traces")
+    return statement, arrays(rows, names)
 
 
 def _check_policy(requests: Sequence[ScheduleRequest]) -> None:
@@ -264,11 +271,18 @@ def cancel_sync(conn: Connection[Any], key: str, version: int | None = None) -> 
 
 
 async def redrive(
-    conn: AsyncConnection[Any], key: str, *, at: float | None = None, version: int | None = None
+    conn: AsyncConnection[Any],
+    key: str,
+    *,
+    at: float | None = None,
+    version: int | None = None,
+    trace: str | None = None,
 ) -> StoredTimer | None:
     """A DEAD ``key`` back to PENDING as a new version, due at ``at`` (default: now by the
-    database's clock), attempts 0. None when it is not DEAD (or not ``version``)."""
-    cur = await conn.execute(_REDRIVE, {"key": key, "at": at, "version": version})
+    database's clock), attempts 0, with the redriver's ``trace`` context (default: its own
+    kept). None when it is not DEAD (or not ``version``)."""
+    params = {"key": key, "at": at, "version": version, "trace": trace}
+    cur = await conn.execute(_REDRIVE, params)
     row = await cur.fetchone()
     return None if row is None else stored(row)
 
@@ -277,5 +291,6 @@ def redrive_sync(
     conn: Connection[Any], key: str, *, at: float | None = None, version: int | None = None
 ) -> StoredTimer | None:
     """:func:`redrive` on a synchronous connection (the CLI)."""
-    row = conn.execute(_REDRIVE, {"key": key, "at": at, "version": version}).fetchone()
+    params = {"key": key, "at": at, "version": version, "trace": None}
+    row = conn.execute(_REDRIVE, params).fetchone()
     return None if row is None else stored(row)

@@ -48,6 +48,7 @@ def timer_of(row: StoredTimer) -> Timer:
         row.updated_at,
     )
     timer.packed = row.payload
+    timer.trace = row.trace  # tracing (#29): read back from the row, whichever node wrote it
     return timer
 
 

@@ -35,6 +35,7 @@ from wheel_engine.payload import decode_payload
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
+from wheel_engine.tracing import SCHEDULING
 from wheel_engine.validation import RequestChecker, ScheduleRequest
 from wheel_engine.workers import WorkerPool
 
@@ -94,6 +95,7 @@ class NodeScheduler:
     def store_requests(self, requests: list[ScheduleRequest]) -> list[StoreRequest]:
         """The store's requests for validated ones (keys made for those that have none)."""
         store = self._store
+        trace = SCHEDULING.get()  # tracing (#29): the call's context, None when untraced
         return [
             store.request(
                 r.key if r.key is not None else self._new_key(),
@@ -101,6 +103,7 @@ class NodeScheduler:
                 r.due,
                 r.data,
                 r.on_conflict,  # type: ignore[arg-type]  # validated: one of ON_CONFLICT
+                trace,
             )
             for r in requests
         ]
@@ -144,7 +147,7 @@ class NodeScheduler:
         return result
 
     async def redrive(self, key: str, due: float, now: float) -> TimerInfo:
-        row = await self._store.redrive(key, at=due)
+        row = await self._store.redrive(key, at=due, trace=SCHEDULING.get())
         if row is None:
             current = await self._store.lookup(key)
             if current is None:

@@ -1,0 +1,150 @@
+"""Tracing on PostgreSQL: a timer scheduled on one node and fired on another links to the first
+node's scheduling span, the context travelling in the row's ``trace`` column; rows written
+before that column existed (schema 1) fire unlinked beside traced ones, before and after a
+restart. Real time and short leases, as tests/nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from pg_cluster import REQUIRED, sql
+
+from wheel_engine import Engine, Firing
+
+if not REQUIRED:
+    pytest.importorskip("psycopg")
+
+from journal.postgres import partition_of
+from journal.postgres.schema import _V1, _initial_rows
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 64
+
+
+def node(url: str, name: str, fired: dict[str, str]) -> Engine:
+    engine = Engine(url, node=name, lease=1.5, horizon=60.0)
+
+    def h(firing: Firing) -> None:
+        fired[firing.key] = name
+
+    engine.register("h", h)
+    return engine
+
+
+async def until(condition: Callable[[], bool], patience: float = 15.0) -> None:
+    deadline = time.monotonic() + patience
+    while not condition():
+        assert time.monotonic() < deadline, f"condition not met within {patience} s"
+        await asyncio.sleep(0.02)
+
+
+def owned(engine: Engine) -> list[int]:
+    return list(engine.stats()["partitions"])
+
+
+def key_in(partitions: list[int], prefix: str) -> str:
+    return next(
+        key
+        for key in (f"{prefix}{n}" for n in range(10_000))
+        if partition_of(key, PARTITIONS) in partitions
+    )
+
+
+def fire_spans(spans: Any) -> dict[str, Any]:
+    return {
+        s.attributes["wheel_engine.timer.key"]: s
+        for s in spans.get_finished_spans()
+        if s.name == "fire h"
+    }
+
+
+def produced(spans: Any) -> dict[str, int]:
+    return {
+        s.attributes["wheel_engine.timer.key"]: s.context.span_id
+        for s in spans.get_finished_spans()
+        if s.name == "schedule h"
+    }
+
+
+def traceparent(span_id: int, trace_id: int) -> str:
+    """A W3C traceparent's version, trace id and span id (the flags follow)."""
+    return f"00-{trace_id:032x}-{span_id:016x}-"
+
+
+async def test_scheduled_on_one_node_fired_on_another(spans: Any, pg_url: str) -> None:
+    """Both engines run in this process, under the one tracer provider, but they share no
+    memory: node b's timer is built from the row it reads back from the database (through the
+    change feed or its loader), so b's link can only come from the ``trace`` column a wrote
+    (checked in the database as well)."""
+    fired: dict[str, str] = {}
+    a, b = node(pg_url, "a", fired), node(pg_url, "b", fired)
+    async with a, b:
+        await until(lambda: len(owned(a)) == 32 and len(owned(b)) == 32)
+        key = key_in(owned(b), "k")
+        with trace.get_tracer("app").start_as_current_span("request"):
+            await a.schedule("h", delay=0.3, key=key)
+        await until(lambda: key in fire_spans(spans))
+    assert fired == {key: "b"}
+    (scheduling,) = [s for s in spans.get_finished_spans() if s.name == "schedule h"]
+    context = scheduling.context
+    ((stored,),) = sql(pg_url, "SELECT trace FROM wheel_timers WHERE key = %s", (key,))
+    assert stored.startswith(traceparent(context.span_id, context.trace_id))
+    attempt = fire_spans(spans)[key]
+    assert attempt.parent is None
+    assert [link.context.span_id for link in attempt.links] == [context.span_id]
+    assert attempt.attributes["wheel_engine.outcome"] == "succeeded"
+
+
+def schema_one(url: str) -> None:
+    """The database as wheel-engine wrote it before tracing: schema_version 1."""
+    for ddl in _V1:
+        sql(url, ddl)
+    for statement, params in _initial_rows(PARTITIONS):
+        sql(url, statement, params)
+    sql(url, "UPDATE wheel_meta SET value = 1 WHERE name = 'schema_version'")
+
+
+def old_row(url: str, key: str, due: float) -> None:
+    """A pending timer inserted as schema 1's statement did (no trace column named)."""
+    sql(
+        url,
+        "INSERT INTO wheel_timers (key, partition, version, handler, due, payload, state)"
+        " VALUES (%s, %s, nextval('wheel_version_seq'), 'h', %s, NULL, 0)",
+        (key, partition_of(key, PARTITIONS), due),
+    )
+
+
+async def test_rows_from_before_tracing_fire_unlinked(spans: Any, pg_url: str) -> None:
+    schema_one(pg_url)
+    now = time.time()
+    old_row(pg_url, "old-soon", now + 1.0)
+    old_row(pg_url, "old-late", now + 8.0)
+    fired: dict[str, str] = {}
+    first = node(pg_url, "a", fired)
+    async with first:  # migrates the schema to 2: the old rows' trace is NULL
+        assert sql(pg_url, "SELECT value FROM wheel_meta WHERE name = 'schema_version'") == [(2,)]
+        with trace.get_tracer("app").start_as_current_span("request"):
+            await first.schedule("h", at=now + 1.0, key="new-soon")
+            await first.schedule("h", at=now + 8.0, key="new-late")
+        await until(lambda: {"old-soon", "new-soon"} <= fire_spans(spans).keys())
+    assert set(fired) == {"old-soon", "new-soon"}  # the late ones wait for the restart
+    again = node(pg_url, "b", fired)  # a restart: a new engine, its table read from the rows
+    async with again:
+        await until(lambda: {"old-late", "new-late"} <= fire_spans(spans).keys())
+    links = {
+        key: [link.context.span_id for link in span.links]
+        for key, span in fire_spans(spans).items()
+    }
+    made = produced(spans)
+    assert links == {
+        "old-soon": [],
+        "new-soon": [made["new-soon"]],
+        "old-late": [],
+        "new-late": [made["new-late"]],
+    }
