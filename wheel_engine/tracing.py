@@ -7,8 +7,14 @@ application before the engine starts, :func:`start` turns tracing on for that en
   (``schedule <handler>``, ``redrive <handler>``), and the W3C trace context of that span
   (``traceparent``, then a space and the ``tracestate`` when there is one) is stored with each
   timer they make: on the timer in memory and in its journal record (``journal.codec``'s
-  optional trailing field), so it survives restarts and compaction; a replacing schedule
-  stores its own, a redrive the redriver's.
+  optional trailing field; on PostgreSQL the row's ``trace`` column), so it survives
+  restarts and compaction and reaches the node that fires it; a replacing schedule stores its
+  own, a redrive the redriver's.
+- ``schedule_recurring`` runs in a PRODUCER span ``schedule_recurring <handler>`` whose
+  context the recurrence keeps (in its record) and every occurrence stores, however late and
+  on whichever node it is materialised: each occurrence links to the call that created the
+  recurrence, not to the occurrence before it (whose attempt commits the next one: that
+  ``schedule recurring:<handler>`` span nests under the attempt, and no attempt links to it).
 - every attempt runs in a CONSUMER span ``fire <handler>``, current while its handler runs (a
   handler's own spans nest under it: async handlers, thread handlers and plain ones alike),
   *linked* to the stored context. A link, not a parent: the request that scheduled the timer
@@ -51,13 +57,17 @@ if TYPE_CHECKING:
     from wheel_engine.handlers import HandlerSpec
     from wheel_engine.model import Firing
 
-__all__ = ["SCHEDULING", "Tracing", "current_context", "scheduling_in", "start"]
+__all__ = ["REQUESTED", "SCHEDULING", "Tracing", "current_context", "scheduling_in", "start"]
 
 T = TypeVar("T")
 
 #: The trace context the schedule paths store with the timers they make (None: none). Set by
 #: :class:`Tracing` around a public call, read by the scheduler only while tracing is on.
 SCHEDULING: ContextVar[str | None] = ContextVar("wheel_engine_scheduling", default=None)
+#: A stored context asked for by :func:`scheduling_in`: the traced call made inside stores it
+#: instead of its own span's. Cleared for the call itself, so nothing the call starts (a task,
+#: a handler) inherits it.
+REQUESTED: ContextVar[str | None] = ContextVar("wheel_engine_requested", default=None)
 
 SYSTEM = "wheel-engine"  #: messaging.system
 _OUTCOMES = {
@@ -107,14 +117,25 @@ def current_context() -> str | None:
 
 @contextlib.contextmanager
 def scheduling_in(context: str | None) -> Iterator[None]:
-    """Timers scheduled inside store ``context`` (a stored trace context, as
-    :func:`current_context` gives) instead of the caller's. Asynchronous code inside keeps it
-    across awaits (a ContextVar)."""
-    token = SCHEDULING.set(context)
+    """Timers scheduled inside (by a traced engine's public calls) store ``context`` (a stored
+    trace context, as :func:`current_context` gives) instead of the call's own span's; None:
+    their own, as outside. Asynchronous code inside keeps it across awaits (a ContextVar)."""
+    token = REQUESTED.set(context)
     try:
         yield
     finally:
-        SCHEDULING.reset(token)
+        REQUESTED.reset(token)
+
+
+@contextlib.contextmanager
+def _storing(context: str | None) -> Iterator[None]:
+    """The schedule paths inside store ``context``; nothing inside sees a requested one."""
+    stored, requested = SCHEDULING.set(context), REQUESTED.set(None)
+    try:
+        yield
+    finally:
+        REQUESTED.reset(requested)
+        SCHEDULING.reset(stored)
 
 
 def _link(context: str | None) -> list[Any] | None:
@@ -147,19 +168,23 @@ class Tracing:
         self._timers = engine._table.timers
         self._handlers = engine._handlers
         self._originals: dict[str, HandlerSpec] = {}
+        self._wrapped: dict[str, HandlerSpec] = {}
         self._open: dict[tuple[str, int], Any] = {}  # (key, version) -> its attempt's span
         engine._scheduler.tracing = SCHEDULING
-        for name, spec in list(self._handlers.items()):
-            self.wrap(name, spec)
+        self._series = engine._series
+        self._series.traced = True  # a recurrence keeps its creator's context
+        self.wrap_new()
         self._unsubscribe = engine.on_event(self._on_event)
 
     # ------------------------------------------------------------------ the producer side
     async def producing(
         self, call: Awaitable[T], operation: str, handler: str | None, count: int = 1
     ) -> T:
-        """Await ``call`` (a schedule, schedule_many or redrive) in a PRODUCER span, the
-        timers it makes storing that span's context."""
+        """Await ``call`` (a schedule, schedule_many, redrive or schedule_recurring) in a
+        PRODUCER span, the timers it makes storing that span's context (or the one
+        :func:`scheduling_in` asked for)."""
         api = self._api
+        requested = REQUESTED.get()
         name = f"{operation} {handler}" if handler else operation
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,
@@ -178,7 +203,7 @@ class Tracing:
             set_status_on_exception=False,
         ) as span:
             try:
-                with scheduling_in(current_context()):
+                with _storing(requested or current_context()):
                     result = await call
             except BaseException as exc:
                 span.set_attribute("error.type", type(exc).__qualname__)
@@ -192,13 +217,17 @@ class Tracing:
 
     # ------------------------------------------------------------------ the attempts
     def wrap(self, name: str, spec: HandlerSpec) -> HandlerSpec:
-        """Register ``spec`` traced: its handler runs inside its attempt's span."""
+        """Register ``spec`` traced: its handler runs inside its attempt's span. Called with
+        another handler's firing (a recurrence's occurrence handler calls the user's), it runs
+        inside that handler's span: one span per attempt."""
         self._originals[name] = spec
         fn = spec.fn
         begin, enter, leave = self._begin, self._enter, self._leave
         if spec.is_async:
 
             async def traced_async(firing: Firing) -> Any:
+                if firing.handler != name:
+                    return await fn(firing)
                 token = enter(begin(firing))
                 try:
                     return await fn(firing)
@@ -212,6 +241,8 @@ class Tracing:
         else:
 
             def traced_plain(firing: Firing) -> Any:
+                if firing.handler != name:
+                    return fn(firing)
                 token = enter(begin(firing))
                 try:
                     return fn(firing)
@@ -223,8 +254,15 @@ class Tracing:
 
             traced = traced_plain
         wrapped = dataclasses.replace(spec, fn=traced)
-        self._handlers[name] = wrapped
+        self._handlers[name] = self._wrapped[name] = wrapped
         return wrapped
+
+    def wrap_new(self) -> None:
+        """Wrap every handler registered since (a user's and the occurrence handler a
+        recurrence derives from it)."""
+        for name, spec in list(self._handlers.items()):
+            if self._wrapped.get(name) is not spec:
+                self.wrap(name, spec)
 
     def _begin(self, firing: Firing) -> Any:
         """The attempt's span, started now: a new trace (an empty parent context, not whatever
@@ -287,6 +325,7 @@ class Tracing:
             span.end()
         self._open.clear()
         self._handlers.update(self._originals)
+        self._series.traced = False
 
 
 def start(engine: Any) -> Tracing | None:
@@ -299,6 +338,7 @@ def start(engine: Any) -> Tracing | None:
     tracing = Tracing(engine, api)
     schedule, schedule_many = engine.schedule, engine.schedule_many
     redrive, register, close = engine.redrive, engine.register, engine.close
+    schedule_recurring = engine.schedule_recurring
 
     def traced_schedule(handler: str, **options: Any) -> Any:
         return tracing.producing(schedule(handler, **options), "schedule", handler)
@@ -314,9 +354,14 @@ def start(engine: Any) -> Tracing | None:
         timer = tracing._timers.get(key)
         return await tracing.producing(redrive(key, **options), "redrive", timer and timer.handler)
 
+    async def traced_schedule_recurring(*args: Any, **options: Any) -> Any:
+        handler = args[1] if len(args) > 1 else options.get("handler")
+        call = schedule_recurring(*args, **options)
+        return await tracing.producing(call, "schedule_recurring", handler)
+
     def traced_register(name: str, fn: Any, **options: Any) -> None:
         register(name, fn, **options)
-        tracing.wrap(name, tracing._handlers[name])
+        tracing.wrap_new()
 
     async def traced_close(*args: Any, **kwargs: Any) -> None:
         try:
@@ -329,6 +374,7 @@ def start(engine: Any) -> Tracing | None:
     engine.schedule = traced_schedule
     engine.schedule_many = traced_schedule_many
     engine.redrive = traced_redrive
+    engine.schedule_recurring = traced_schedule_recurring
     engine.register = traced_register
     engine.close = traced_close
     return tracing

@@ -4,7 +4,8 @@ test helpers do, so no engine outside tests/tracing ever traces)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -35,3 +36,21 @@ def spans() -> Iterator[InMemorySpanExporter]:
     finally:
         provider.shutdown()
         reset_provider()
+
+
+@pytest.fixture
+def untraced(spans: InMemorySpanExporter) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """``with untraced():`` no tracer provider is set inside (an engine started there writes
+    what an engine wrote before tracing existed); the test's provider is set again after."""
+
+    @contextlib.contextmanager
+    def without() -> Iterator[None]:
+        provider = trace.get_tracer_provider()
+        reset_provider()
+        try:
+            yield
+        finally:
+            reset_provider()
+            trace.set_tracer_provider(provider)
+
+    return without

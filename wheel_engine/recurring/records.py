@@ -72,13 +72,16 @@ def encode_rule(
     catch_up: str,
     overlap: bool,
     first: float,
+    trace: str | None = None,
 ) -> dict[str, Any]:
-    """The record's payload: everything needed to go on with the series after a restart."""
+    """The record's payload: everything needed to go on with the series after a restart;
+    ``trace``, the creator's trace context, only when there is one (tracing, #29: the record
+    of an untraced recurrence holds no byte more)."""
     cron = rule.expression if isinstance(rule, CronRule) else None
     every = rule.every if isinstance(rule, EveryRule) else None
     anchor = rule.anchor if isinstance(rule, EveryRule) else None
     tz = rule.tz.key if isinstance(rule, CronRule) else "UTC"
-    return {
+    fields = {
         "handler": handler,
         "cron": cron,
         "every": every,
@@ -89,6 +92,9 @@ def encode_rule(
         "overlap": overlap,
         "first": first,
     }
+    if trace is not None:
+        fields["trace"] = trace
+    return fields
 
 
 def decode_rule(fields: dict[str, Any]) -> CronRule | EveryRule:

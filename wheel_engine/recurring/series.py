@@ -52,6 +52,7 @@ from wheel_engine.recurring.rule import (
     occurrence_of,
     parse_rule,
 )
+from wheel_engine.tracing import current_context, scheduling_in
 
 __all__ = ["Series"]
 
@@ -93,6 +94,7 @@ class Series:
         self._tasks: set[asyncio.Task[None]] = set()
         self._started_at = float("inf")  # occurrences due before it were missed: downtime
         self._watching = False
+        self.traced = False  #: set while the engine traces (wheel_engine.tracing, #29)
 
     # ------------------------------------------------------------------ registration
     def install(self) -> None:
@@ -189,20 +191,22 @@ class Series:
         rule = parse_rule(cron, every, tz, start, now)
         self._watch()
         first = first_due(rule, start, now)
-        fields = encode_rule(rule, handler, payload, str(catch_up), overlap, first)
+        creator = current_context() if self.traced else None  # every occurrence links to it
+        fields = encode_rule(rule, handler, payload, str(catch_up), overlap, first, creator)
         old = await engine.lookup(rule_key(checked))
         old_pending = await self._pending_of(checked, old)
         key = occurrence_key(checked, first)
         current = await engine.lookup(key)
         running = current is not None and current.state is TimerState.RUNNING
-        infos = await engine.schedule_many(
-            [
-                {"handler": RULE_HANDLER, "key": rule_key(checked), "at": DORMANT_DUE,
-                 "payload": fields},
-                {"handler": occurrence_handler(handler), "key": key, "at": first,
-                 "payload": payload, "on_conflict": "keep" if running else "replace"},
-            ]
-        )  # fmt: skip
+        with scheduling_in(creator):  # the record and the first occurrence store it too
+            infos = await engine.schedule_many(
+                [
+                    {"handler": RULE_HANDLER, "key": rule_key(checked), "at": DORMANT_DUE,
+                     "payload": fields},
+                    {"handler": occurrence_handler(handler), "key": key, "at": first,
+                     "payload": payload, "on_conflict": "keep" if running else "replace"},
+                ]
+            )  # fmt: skip
         for stale in old_pending:
             if stale.key != key:
                 await self._cancel_occurrence(stale)
@@ -316,13 +320,14 @@ class Series:
         key = occurrence_key(name, nominal)
         if await self._engine.lookup(key) is not None:
             return
-        await self._engine.schedule(
-            occurrence_handler(str(fields["handler"])),
-            at=nominal,
-            key=key,
-            payload=fields["payload"],
-            on_conflict="keep",
-        )
+        with scheduling_in(fields.get("trace")):  # its creator's context (tracing, #29)
+            await self._engine.schedule(
+                occurrence_handler(str(fields["handler"])),
+                at=nominal,
+                key=key,
+                payload=fields["payload"],
+                on_conflict="keep",
+            )
 
     async def _pending_of(self, name: str, record: TimerInfo | None) -> list[TimerInfo]:
         """The pending occurrences of ``name`` this engine can find: in its table, and the
