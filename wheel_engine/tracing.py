@@ -210,6 +210,9 @@ class Tracing:
                 span.set_status(api.StatusCode.ERROR, type(exc).__qualname__)
                 raise
             if isinstance(result, TimerInfo):
+                if not handler:  # a redrive of a timer another node holds: known now
+                    span.update_name(f"{operation} {result.handler}")
+                    span.set_attribute("messaging.destination.name", result.handler)
                 span.set_attribute("messaging.message.id", result.key)
                 span.set_attribute("wheel_engine.timer.key", result.key)
                 span.set_attribute("wheel_engine.timer.version", result.version)

@@ -14,7 +14,7 @@ import pytest
 from opentelemetry import trace
 from pg_cluster import REQUIRED, sql
 
-from wheel_engine import Engine, Firing
+from wheel_engine import Engine, Firing, RetryPolicy
 
 if not REQUIRED:
     pytest.importorskip("psycopg")
@@ -99,6 +99,39 @@ async def test_scheduled_on_one_node_fired_on_another(spans: Any, pg_url: str) -
     assert attempt.parent is None
     assert [link.context.span_id for link in attempt.links] == [context.span_id]
     assert attempt.attributes["wheel_engine.outcome"] == "succeeded"
+
+
+async def test_a_redrive_from_another_node_links_to_the_redriver(spans: Any, pg_url: str) -> None:
+    """The timer dies on b; a redrives it inside an operator's span; b's next attempt links to
+    a's ``redrive`` span (the row's context replaced by the redriver's)."""
+    tries: list[str] = []
+    a, b = (Engine(pg_url, node=name, lease=1.5, horizon=60.0) for name in ("a", "b"))
+
+    def once(firing: Firing) -> None:
+        tries.append(firing.key)
+        if len(tries) == 1:
+            raise RuntimeError("refused")
+
+    for e in (a, b):
+        e.register("h", once, retry=RetryPolicy(max_attempts=1))
+    async with a, b:
+        await until(lambda: len(owned(a)) == 32 and len(owned(b)) == 32)
+        key = key_in(owned(b), "r")
+        await a.schedule("h", delay=0.2, key=key)
+        await until(lambda: (info := b.get(key)) is not None and info.state.name == "DEAD")
+        with trace.get_tracer("app").start_as_current_span("operator"):
+            await a.redrive(key)
+        await until(lambda: sum(1 for s in spans.get_finished_spans() if s.name == "fire h") == 2)
+    (redrive,) = [s for s in spans.get_finished_spans() if s.name == "redrive h"]
+    (scheduling,) = [s for s in spans.get_finished_spans() if s.name == "schedule h"]
+    first, second = sorted(
+        (s for s in spans.get_finished_spans() if s.name == "fire h"),
+        key=lambda s: s.attributes["wheel_engine.timer.version"],
+    )
+    assert first.attributes["wheel_engine.outcome"] == "dead"
+    assert [link.context.span_id for link in first.links] == [scheduling.context.span_id]
+    assert second.attributes["wheel_engine.outcome"] == "succeeded"
+    assert [link.context.span_id for link in second.links] == [redrive.context.span_id]
 
 
 def schema_one(url: str) -> None:
