@@ -19,7 +19,7 @@ from wheel_engine import Engine, Firing, RetryPolicy
 if not REQUIRED:
     pytest.importorskip("psycopg")
 
-from journal.postgres import partition_of
+from journal.postgres import Outcome, PostgresStore, partition_of
 from journal.postgres.schema import _V1, _initial_rows
 
 pytestmark = pytest.mark.slow
@@ -132,6 +132,38 @@ async def test_a_redrive_from_another_node_links_to_the_redriver(spans: Any, pg_
     assert [link.context.span_id for link in first.links] == [scheduling.context.span_id]
     assert second.attributes["wheel_engine.outcome"] == "succeeded"
     assert [link.context.span_id for link in second.links] == [redrive.context.span_id]
+
+
+CONTEXT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 vendor=x"
+OTHER = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+
+
+async def test_the_store_keeps_replaces_and_redrives_the_context(pg_url: str) -> None:
+    """The row's context: stored with a schedule, replaced (or cleared) with the timer by a
+    replace, kept by one that "keep" refused, kept by a redrive without one, replaced by a
+    redrive with one; every reader (here ``lookup``) returns it."""
+    s = await PostgresStore.open(pg_url, node="a", lease=10.0, partitions=8, listen=False)
+    try:
+        [first] = await s.schedule_many([s.request("k", "h", 1e9, None, "replace", CONTEXT)])
+        assert first.timer.trace == CONTEXT and first.timer.row().trace == CONTEXT
+        [kept] = await s.schedule_many([s.request("k", "h", 1e9, None, "keep", OTHER)])
+        assert kept.kept and kept.timer.trace == CONTEXT
+        [replaced] = await s.schedule_many([s.request("k", "h", 1e9)])
+        assert replaced.timer.trace is None
+        [again] = await s.schedule_many([s.request("k", "h", 0.0, None, "replace", CONTEXT)])
+        await s.maintain()
+        [claimed] = (await s.attempt([("k", again.timer.version)])).claimed
+        await s.finish([Outcome("k", claimed.version, claimed.epoch, "DEAD", "boom")])
+        redriven = await s.redrive("k", at=0.0)
+        assert redriven is not None and redriven.trace == CONTEXT
+        [claimed] = (await s.attempt([("k", redriven.version)])).claimed
+        await s.finish([Outcome("k", claimed.version, claimed.epoch, "DEAD", "boom")])
+        redriven = await s.redrive("k", trace=OTHER)
+        assert redriven is not None and redriven.trace == OTHER
+        looked = await s.lookup("k")
+        assert looked is not None and looked.trace == OTHER
+    finally:
+        await s.close()
 
 
 def schema_one(url: str) -> None:
