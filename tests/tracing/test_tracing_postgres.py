@@ -134,6 +134,29 @@ async def test_a_redrive_from_another_node_links_to_the_redriver(spans: Any, pg_
     assert [link.context.span_id for link in second.links] == [redrive.context.span_id]
 
 
+async def test_recurring_occurrences_on_both_nodes_link_to_the_creator(
+    spans: Any, pg_url: str
+) -> None:
+    """Each occurrence's key picks its partition, so the series hops between the nodes: the node
+    that runs an occurrence reads the recurrence's record (and the creator's context in it)
+    from the database to commit the next; every attempt, on either node, links to a's span."""
+    fired: dict[str, str] = {}
+    a, b = (Engine(pg_url, node=name, lease=1.5, horizon=60.0) for name in ("a", "b"))
+    for e, name in ((a, "a"), (b, "b")):
+        e.register("sweep", lambda firing, name=name: fired.setdefault(firing.key, name))
+    async with a, b:
+        await until(lambda: len(owned(a)) == 32 and len(owned(b)) == 32)
+        with trace.get_tracer("app").start_as_current_span("request"):
+            info = await a.schedule_recurring("s", "sweep", every=0.25)
+        await until(lambda: len(set(fired.values())) == 2 and len(fired) >= 6)
+        assert await a.cancel_recurring("s", version=info.version)
+    (created,) = [s for s in spans.get_finished_spans() if s.name == "schedule_recurring sweep"]
+    attempts = [s for s in spans.get_finished_spans() if s.name == "fire recurring:sweep"]
+    assert len(attempts) >= 6
+    for attempt in attempts:
+        assert [link.context.span_id for link in attempt.links] == [created.context.span_id]
+
+
 CONTEXT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 vendor=x"
 OTHER = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
 
