@@ -346,11 +346,11 @@ def start(engine: Any) -> Tracing | None:
     def traced_schedule(handler: str, **options: Any) -> Any:
         return tracing.producing(schedule(handler, **options), "schedule", handler)
 
-    async def traced_schedule_many(requests: Any) -> Any:
+    async def traced_schedule_many(requests: Any, **options: Any) -> Any:  # connection=
         requests = list(requests)
         names = {r.get("handler") for r in requests if isinstance(r, dict)}
         name = names.pop() if len(names) == 1 else None
-        call = schedule_many(requests)
+        call = schedule_many(requests, **options)
         return await tracing.producing(call, "schedule", name, len(requests))
 
     async def traced_redrive(key: str, **options: Any) -> Any:

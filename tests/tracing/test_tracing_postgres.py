@@ -64,9 +64,9 @@ def fire_spans(spans: Any) -> dict[str, Any]:
     }
 
 
-def produced(spans: Any) -> dict[str, int]:
+def produced(spans: Any) -> dict[str | None, int]:
     return {
-        s.attributes["wheel_engine.timer.key"]: s.context.span_id
+        s.attributes.get("wheel_engine.timer.key"): s.context.span_id
         for s in spans.get_finished_spans()
         if s.name == "schedule h"
     }
@@ -99,6 +99,24 @@ async def test_scheduled_on_one_node_fired_on_another(spans: Any, pg_url: str) -
     assert attempt.parent is None
     assert [link.context.span_id for link in attempt.links] == [context.span_id]
     assert attempt.attributes["wheel_engine.outcome"] == "succeeded"
+
+
+async def test_in_the_callers_transaction(spans: Any, pg_url: str) -> None:
+    """``connection=``: ``schedule`` and ``schedule_many`` in the caller's transaction store
+    the context too, and the attempts link to their spans once the caller commits."""
+    import psycopg
+
+    fired: dict[str, str] = {}
+    a = node(pg_url, "a", fired)
+    async with a, await psycopg.AsyncConnection.connect(pg_url) as conn:
+        with trace.get_tracer("app").start_as_current_span("request"):
+            async with conn.transaction():
+                await a.schedule("h", delay=0, key="one", connection=conn)
+                await a.schedule_many([{"handler": "h", "delay": 0, "key": "two"}], connection=conn)
+        await until(lambda: {"one", "two"} <= fire_spans(spans).keys())
+    made = produced(spans)  # schedule_many's span names no key: None
+    links = {key: [k.context.span_id for k in s.links] for key, s in fire_spans(spans).items()}
+    assert links == {"one": [made["one"]], "two": [made[None]]}
 
 
 async def test_a_redrive_from_another_node_links_to_the_redriver(spans: Any, pg_url: str) -> None:
