@@ -358,7 +358,8 @@ def _bar_panel(ax: Axes, comp: Comparison) -> None:
     right = ax.twinx()
     right.set_ylim(ax.get_ylim())
     right.set_yticks(ys, [_ratio_cell(comp, res.name) for res in comp.results], fontsize=8.5)
-    right.set_ylabel(f"{RATIO_WORDS} the anchor", fontsize=8)
+    # No axis label on that column: a rotated one is taller than a short panel and ran into
+    # the panels beside it; the figure's subtitle says what the column is.
     better = "higher" if comp.higher_is_better else "lower"
     what = METRIC_WORDS.get(comp.metric, comp.metric)
     ax.set_xlabel(

@@ -106,3 +106,17 @@ def test_every_published_plot_has_a_caption_saying_what_to_see() -> None:
     assert len(set(numbers)) == len(numbers), numbers
     for _, number, _ in images:
         assert f"*Figure {number}. What to see: " in section, number
+
+
+def test_no_axis_label_runs_past_its_panel(figs: dict[str, Figure]) -> None:
+    """Stacked panels are shorter than a rotated axis label: figure 8's right-hand "times as good
+    as the anchor" ran into the panels above and below. Every y-axis label stays within the
+    height of its own panel."""
+    renderer = next(iter(figs.values())).canvas.get_renderer()  # type: ignore[attr-defined]
+    for stem, fig in figs.items():
+        for ax in fig.axes:
+            label = ax.yaxis.label
+            if not label.get_text():
+                continue
+            box, panel = label.get_window_extent(renderer), ax.get_window_extent(renderer)
+            assert panel.y0 - 1 <= box.y0 and box.y1 <= panel.y1 + 1, (stem, label.get_text())
