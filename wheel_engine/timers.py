@@ -127,8 +127,8 @@ class TimerTable:
 
         The change is the timer's own guarded transition (``Timer.succeed``, ``cancel``,
         ``kill``); a timer built in ``state`` already (a finished row adopted) is only filed."""
-        self.finished.discard(timer)  # finishing again (it was retained): one entry counts
         if timer.state is state:
+            self.finished.discard(timer)  # finishing again (it was retained): one entry counts
             timer.updated_at = now
         elif state is DEAD:
             timer.kill(now)
