@@ -67,5 +67,5 @@ class IllegalTransition(WheelEngineError):
         self.key = key
         self.version = version
         self.transition = transition
-        self.state = state
+        self.from_state = state
         self.legal = legal

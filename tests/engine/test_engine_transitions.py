@@ -84,7 +84,7 @@ def test_every_state_and_transition_pair(state: TimerState, transition: str) -> 
         message = str(caught.value)
         assert transition in message and state.value in message and "order:A1" in message
         assert SECRET not in message
-        assert caught.value.state == state.value and caught.value.transition == transition
+        assert caught.value.from_state == state.value and caught.value.transition == transition
         assert isinstance(caught.value, WheelEngineError)
         return
     CALLS[transition](timer)
