@@ -16,6 +16,7 @@ from journal.errors import (
 __all__ = [
     "DuplicateKey",
     "EngineError",
+    "IllegalTransition",
     "JournalCorrupt",
     "JournalError",
     "JournalLocked",
@@ -49,3 +50,22 @@ class DuplicateKey(WheelEngineError, KeyError):
 class TimerNotFound(WheelEngineError, KeyError):
     """``redrive(key)`` of a key the engine holds no timer for. Its one argument is the key, and
     it prints as ``KeyError`` does, so code written for the bare ``KeyError`` sees no change."""
+
+
+class IllegalTransition(WheelEngineError):
+    """A timer was asked for a state change its state does not allow: an engine bug, never a
+    user's mistake (``wheel_engine.timer.Timer`` lists the legal ones). The message names the
+    timer's key and version, the transition and the states, never the payload. ``legal``: the
+    states it is allowed from, comma-separated ("" for none)."""
+
+    def __init__(self, key: str, version: int, transition: str, state: str, legal: str) -> None:
+        allowed = f"only from {legal}" if legal else "from no state"
+        super().__init__(
+            f"timer {key!r} (version {version}): {transition} is not allowed from {state}"
+            f" ({allowed})"
+        )
+        self.key = key
+        self.version = version
+        self.transition = transition
+        self.from_state = state
+        self.legal = legal

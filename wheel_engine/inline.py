@@ -32,13 +32,10 @@ from wheel_engine.model import Firing
 from wheel_engine.outcomes import Outcomes
 from wheel_engine.stats import Counters
 from wheel_engine.timer import QUEUED, UNDECODED, Timer
-from wheel_engine.timers import RUNNING, SUCCEEDED, TimerTable
-from wheel_engine.wheel.entry import DETACHED
+from wheel_engine.timers import TimerTable
 
 _new_tuple: Final = tuple.__new__
 # Final: compiled code reads these from C statics, not from the module's dict on every firing.
-_RUNNING: Final = RUNNING
-_SUCCEEDED: Final = SUCCEEDED
 _FIRING: Final = Firing
 
 
@@ -109,13 +106,8 @@ class InlineRunner:
 
     def fire(self, timer: Timer, spec: HandlerSpec, now: float) -> None:
         """Charge ``timer``'s attempt, run its plain handler and record how it ended."""
-        timer.where = DETACHED
-        timer.state = _RUNNING
-        attempt = timer.attempts + 1
-        timer.attempts = attempt
-        if timer.first_attempt_at is None:
-            timer.first_attempt_at = now
-        timer.updated_at = now
+        timer.charge(now)
+        attempt = timer.attempts
         due = timer.due
         self._stats.count_firing(now - due)
         payload = timer.payload
@@ -132,7 +124,7 @@ class InlineRunner:
             return
         self._stats.succeeded += 1
         if self._timers.get(key) is timer:  # not replaced while it ran
-            timer.state = _SUCCEEDED
+            timer.succeed(now)
             self._finished.add(timer)
         if self._events.active:  # the handler subscribed: the runner stops after this one
             self._events.succeeded(timer, now, None)

@@ -21,7 +21,7 @@ from wheel_engine.errors import PermanentError
 from wheel_engine.events import EventBus
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_TIMEOUT, Timer
-from wheel_engine.timers import CANCELED, DEAD, PENDING, SUCCEEDED, TimerTable
+from wheel_engine.timers import CANCELED, DEAD, TimerTable
 
 logger = logging.getLogger(__name__)
 
@@ -114,9 +114,7 @@ class Outcomes:
         due = now + delay
         self._commits.write([Retry(timer.key, timer.version, timer.attempts, message, due, now)])
         if current:
-            timer.state = PENDING
-            timer.due = due
-            timer.updated_at = now
+            timer.retry(due, now)
             self._table.place(timer)
             self._arm()
         if self._events.active:  # also when replaced meanwhile: this version will retry
@@ -134,8 +132,7 @@ class Outcomes:
         for timer in timers:
             timer.interrupt = None
             if current.get(timer.key) is timer:  # not replaced while it ran
-                timer.state = SUCCEEDED
-                timer.updated_at = now
+                timer.succeed(now)
                 finished.add(timer)
         events = self._events
         if events.active:  # also for a timer replaced while it ran: its attempt is acked

@@ -42,7 +42,7 @@ from wheel_engine.plain_group import run_plain_group
 from wheel_engine.stats import Counters
 from wheel_engine.storage import Claims
 from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer
-from wheel_engine.timers import PENDING, RUNNING, TimerTable
+from wheel_engine.timers import RUNNING, TimerTable
 from wheel_engine.workers import SlotOwner, WorkerPool
 
 INLINE_BATCH = 1024  # inline handlers run per loop callback before yielding to other work
@@ -298,9 +298,9 @@ class Starter(SlotOwner):
     def _claimed(
         self, claims: Claims, inline: list[Timer], pooled: list[Timer]
     ) -> tuple[list[Timer], list[Timer]]:
-        """Only the attempts ``claims`` keeps run; the others leave the group's counts."""
-        kept_inline = [timer for timer in inline if claims.keep(timer)]
-        kept_pooled = [timer for timer in pooled if claims.keep(timer)]
+        """Only the attempts ``claims`` claimed run; the others leave the group's counts."""
+        kept_inline = [timer for timer in inline if claims.undo_unless_claimed(timer)]
+        kept_pooled = [timer for timer in pooled if claims.undo_unless_claimed(timer)]
         self.limits.release_refused(itertools.chain(inline, pooled), kept_inline, kept_pooled)
         self.running -= len(inline) - len(kept_inline) + len(pooled) - len(kept_pooled)
         self._slots -= len(pooled) - len(kept_pooled)
@@ -326,8 +326,7 @@ class Starter(SlotOwner):
             self.running -= 1
             self.limits.release(timer)
             if timer.state is RUNNING and timers.get(timer.key) is timer:
-                timer.state = PENDING
-                timer.attempts -= 1
+                timer.uncharge()
                 timer.due = max(timer.due, retry_at)
                 self._table.insert(timer)
         self.check_idle()

@@ -19,8 +19,8 @@ ends, and fences outcomes by the claim's epoch. So the engine's parts talk to th
   schedule paths): the journal, and :data:`NULL_SINK`. A node's schedules go to its store
   (:class:`~wheel_engine.nodes.scheduler.NodeScheduler`), so the node's sink is no row sink.
 - :class:`Claims`: what an attempt commit answers when the store may refuse attempts. The
-  SQLite journal answers None (every attempt written is claimed); the starter asks a
-  :class:`Claims` about each timer of the group and runs only those it keeps.
+  SQLite journal answers None (every attempt written is claimed); the starter hands each timer
+  of the group to :meth:`Claims.undo_unless_claimed` and runs only those that were claimed.
 """
 
 from __future__ import annotations
@@ -63,9 +63,15 @@ class Storage(Protocol):
 class Claims(Protocol):
     """An attempt commit's answer from a store that may refuse attempts (PostgreSQL)."""
 
-    def keep(self, timer: Timer) -> bool:
-        """True: ``timer``'s attempt was claimed, run it. False: it was not; the claims have
-        already undone its charge and put it back (not due yet) or dropped it (lost)."""
+    def undo_unless_claimed(self, timer: Timer) -> bool:
+        """Settle ``timer``'s attempt, charged by the starter, by what the store answered.
+
+        True: the attempt was claimed; ``timer`` holds the store's count of attempts and the
+        caller must run it now. False: it was not claimed, and before returning this has undone
+        it for good: the charge is taken back (``Timer.uncharge``) unless the timer ended
+        meanwhile, and the timer is back in the wheel (not due yet by the store's clock), or
+        given back to the store, or out of the table (claimed elsewhere, replaced, or its
+        partition lost). Asked once per timer of the group, in one synchronous step."""
         ...
 
 

@@ -6,6 +6,7 @@ import asyncio
 import math
 from typing import Any, Final
 
+from wheel_engine.errors import IllegalTransition
 from wheel_engine.model import Firing, TimerInfo, TimerState
 from wheel_engine.payload import decode_payload
 from wheel_engine.wheel.entry import DETACHED, WheelEntry
@@ -16,7 +17,12 @@ UNDECODED: Final[Any] = object()
 
 _new_tuple: Final = tuple.__new__
 _TIMER_INFO: Final = TimerInfo  # Final: a C static in compiled code, not a module lookup
+# Final: compiled, each guard below is a pointer comparison with a C static.
+_PENDING: Final = TimerState.PENDING
 _RUNNING: Final = TimerState.RUNNING
+_SUCCEEDED: Final = TimerState.SUCCEEDED
+_CANCELED: Final = TimerState.CANCELED
+_DEAD: Final = TimerState.DEAD
 
 # Why a running handler is being interrupted (``Timer.interrupt``).
 INTERRUPT_CANCEL = "cancel"  #: engine.cancel() asked for it
@@ -50,6 +56,36 @@ class Timer(WheelEntry["Timer"]):
     ``where`` is :data:`QUEUED` while it waits for a worker. ``worker`` is the :class:`Worker`
     running its handler, ``interrupt`` why the attempt was asked to stop, ``packed`` the msgpack
     bytes of a recovered payload not decoded yet.
+
+    **The state word.** ``state`` is the one word telling where the timer is in its life, and
+    each change of it is one method below, which checks the state it starts from (one or two
+    identity tests) and raises :class:`~wheel_engine.errors.IllegalTransition`, changing
+    nothing, from any other. Rows (state in, transition across, state out; ``-`` raises)::
+
+        from       charge   uncharge retry    succeed    cancel    kill   void      uncancel
+        PENDING    RUNNING  -        -        -          CANCELED  DEAD   CANCELED  -
+        RUNNING    -        PENDING  PENDING  SUCCEEDED  CANCELED  DEAD   CANCELED  -
+        SUCCEEDED  -        -        -        -          -         -      CANCELED  -
+        CANCELED   -        -        -        -          -         -      CANCELED  PENDING
+        DEAD       -        -        -        -          -         -      CANCELED  -
+
+    Why each guard:
+
+    - ``charge`` only from PENDING: a RUNNING version charged again would run twice at once,
+      and a finished one must never fire again.
+    - ``uncharge`` and ``retry`` only from RUNNING: only a charged attempt can be handed back;
+      uncharging any other would count fewer attempts than the journal holds.
+    - ``succeed`` only from RUNNING: only an attempt that ran can have returned.
+    - ``cancel`` and ``kill`` only from a live state: an end is final (a cancel of a finished
+      timer is ``ALREADY_DONE``; a DEAD one waits for ``redrive``, which makes a new version).
+      PENDING -> DEAD is a recovered timer whose last allowed attempt a crash cut short.
+    - ``void`` from any state: the version's schedule never became durable, so whatever it
+      did in memory meanwhile did not happen; it must not fire.
+    - ``uncancel`` only from CANCELED: it undoes a cancel whose commit failed, nothing else.
+
+    Not transitions: building a timer in a state (recovery's rows, a database row adopted), and
+    the journal's fold (``journal.rules``), which replays the records' own state machine on the
+    rows recovery builds, before the engine holds them.
     """
 
     __slots__ = (
@@ -120,9 +156,12 @@ class Timer(WheelEntry["Timer"]):
         # WheelEntry's repr prints its item, which for a timer is the timer itself.
         return f"<Timer {self.key!r} v{self.version} {self.state.value} due {self.due!r}>"
 
+    # ------------------------------------------------------------------ transitions
     def charge(self, now: float) -> None:
-        """Taken into a start group: out of the queue and RUNNING, one attempt more (its
-        record is committed next, or at once where the sink keeps none)."""
+        """PENDING -> RUNNING, one attempt more: taken into a start group, out of the queue
+        (its record is committed next, or at once where the sink keeps none)."""
+        if self.state is not _PENDING:
+            raise _illegal(self, "charge", "PENDING")
         self.interrupt = None  # INTERRUPT_CRASH has done its work
         self.where = DETACHED
         self.state = _RUNNING
@@ -130,6 +169,58 @@ class Timer(WheelEntry["Timer"]):
         if self.first_attempt_at is None:
             self.first_attempt_at = now
         self.updated_at = now
+
+    def uncharge(self) -> None:
+        """RUNNING -> PENDING, one attempt less: a charged attempt that will not run (its
+        commit failed, or the store did not claim it). The caller places it again."""
+        if self.state is not _RUNNING:
+            raise _illegal(self, "uncharge", "RUNNING")
+        self.state = _PENDING
+        self.attempts -= 1
+
+    def retry(self, due: float, now: float) -> None:
+        """RUNNING -> PENDING at ``due``: the attempt failed and another is allowed. The
+        caller places it again."""
+        if self.state is not _RUNNING:
+            raise _illegal(self, "retry", "RUNNING")
+        self.state = _PENDING
+        self.due = due
+        self.updated_at = now
+
+    def succeed(self, now: float) -> None:
+        """RUNNING -> SUCCEEDED: its handler returned."""
+        if self.state is not _RUNNING:
+            raise _illegal(self, "succeed", "RUNNING")
+        self.state = _SUCCEEDED
+        self.updated_at = now
+
+    def cancel(self, now: float) -> None:
+        """PENDING or RUNNING -> CANCELED: cancelled before it ran, or its attempt stopped as
+        asked. The caller has taken a pending one out of the wheel."""
+        state = self.state
+        if state is not _PENDING and state is not _RUNNING:
+            raise _illegal(self, "cancel", "PENDING, RUNNING")
+        self.state = _CANCELED
+        self.updated_at = now
+
+    def kill(self, now: float) -> None:
+        """PENDING or RUNNING -> DEAD: no attempt more (see ``redrive``)."""
+        state = self.state
+        if state is not _PENDING and state is not _RUNNING:
+            raise _illegal(self, "kill", "PENDING, RUNNING")
+        self.state = _DEAD
+        self.updated_at = now
+
+    def void(self) -> None:
+        """Any state -> CANCELED: this version's schedule commit failed, so it never existed
+        durably and must not fire. The caller has taken a pending one out of the wheel."""
+        self.state = _CANCELED
+
+    def uncancel(self) -> None:
+        """CANCELED -> PENDING: the cancel's commit failed. The caller places it again."""
+        if self.state is not _CANCELED:
+            raise _illegal(self, "uncancel", "CANCELED")
+        self.state = _PENDING
 
     def decode_payload(self) -> Any:
         """The payload, decoding the recovered msgpack bytes once."""
@@ -153,6 +244,11 @@ class Timer(WheelEntry["Timer"]):
                 self.last_error,
             ),
         )
+
+
+def _illegal(timer: Timer, transition: str, legal: str) -> IllegalTransition:
+    """The error of an illegal transition (the guards' cold path, out of their bodies)."""
+    return IllegalTransition(timer.key, timer.version, transition, timer.state.value, legal)
 
 
 def ticked(timer: Timer, tick: float) -> Timer:

@@ -19,6 +19,7 @@ import operator
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from wheel_engine.errors import IllegalTransition
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.model import TimerInfo, TimerState
 from wheel_engine.restoring import place_recovered
@@ -122,10 +123,21 @@ class TimerTable:
     # ------------------------------------------------------------------ finishing
     def finish(self, timer: Timer, state: TimerState, now: float) -> None:
         """``timer`` ends in ``state``. SUCCEEDED and CANCELED ones enter the retention window
-        (which forgets the oldest at once if it is full); DEAD ones are kept in ``dead``."""
-        self.finished.discard(timer)  # finishing again (it was retained): one entry counts
-        timer.state = state
-        timer.updated_at = now
+        (which forgets the oldest at once if it is full); DEAD ones are kept in ``dead``.
+
+        The change is the timer's own guarded transition (``Timer.succeed``, ``cancel``,
+        ``kill``); a timer built in ``state`` already (a finished row adopted) is only filed."""
+        if timer.state is state:
+            self.finished.discard(timer)  # finishing again (it was retained): one entry counts
+            timer.updated_at = now
+        elif state is DEAD:
+            timer.kill(now)
+        elif state is CANCELED:
+            timer.cancel(now)
+        elif state is SUCCEEDED:
+            timer.succeed(now)
+        else:
+            raise IllegalTransition(timer.key, timer.version, f"finish as {state}", timer.state, "")
         if state is DEAD:
             self.dead[timer.key] = timer
         elif self.timers.get(timer.key) is timer:  # the window counts only keys' latest versions
@@ -187,7 +199,7 @@ class TimerTable:
         self.finished.discard(timer)  # it may have run and succeeded before the commit failed
         if timer.state is PENDING:
             self.unplace(timer)
-        timer.state = CANCELED  # this version never existed durably: it must not fire
+        timer.void()  # this version never existed durably: it must not fire
         if previous is None:
             del self.timers[timer.key]
             return False
@@ -210,7 +222,7 @@ class TimerTable:
             return False
         self.finished.discard(timer)
         self.timers[timer.key] = timer
-        timer.state = PENDING
+        timer.uncancel()
         self.insert(timer)
         return True
 

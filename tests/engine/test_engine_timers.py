@@ -58,6 +58,7 @@ def test_the_window_forgets_by_age_and_by_count_oldest_first() -> None:
     for n, key in enumerate(("a", "b", "c")):
         timer = pending(key)
         timers.timers[key] = timer
+        timer.charge(NOW + n)  # only a running timer succeeds (Timer's transitions)
         timers.finish(timer, TimerState.SUCCEEDED, NOW + n)
     assert list(timers.finished) == ["b", "c"] and "a" not in timers.timers  # by count
     timers.purge_finished(NOW + 61.5)
@@ -115,6 +116,7 @@ def finished(timers: TimerTable, key: str, at: float, version: int = 1) -> Timer
     if previous is not None and previous.state is TimerState.PENDING:
         timers.unplace(previous)
     timers.replace(timer, previous)
+    timer.charge(at)  # only a running timer succeeds (Timer's transitions)
     timers.finish(timer, TimerState.SUCCEEDED, at)
     return timer
 
@@ -146,6 +148,7 @@ def test_an_uncancelled_timer_that_finishes_later_is_retained_once() -> None:
     assert timers.uncancel(again) and not timers.finished  # its entry is stale now
     finished(timers, "b", NOW + 1)
     timers.unplace(again)
+    again.charge(NOW + 30)  # only a running timer succeeds (Timer's transitions)
     timers.finish(again, TimerState.SUCCEEDED, NOW + 30)  # a second entry, at the back
     assert list(timers.finished) == ["b", "c"] and len(timers.finished) == 2
     timers.purge_finished(NOW + 62)  # the stale front entry must not hold "b" back

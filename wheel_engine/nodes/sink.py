@@ -69,11 +69,13 @@ class NodeClaims:
         db_now = result.db_now
         self._early = {key: due - db_now for key, due in result.early} if db_now else {}
         self._unsent = unsent  # not asked: their lease was too near its end to fire
-        self._sent = set(sent)  # asked: in flight until kept or dropped here
+        self._sent = set(sent)  # asked: in flight until settled here
         self._fenced = 0
         self._usable_at: dict[int, bool] = {}  # partition -> its claim's lease usable now
 
-    def keep(self, timer: Timer) -> bool:
+    def undo_unless_claimed(self, timer: Timer) -> bool:
+        """See :meth:`wheel_engine.storage.Claims.undo_unless_claimed`. Claimed but under a
+        lease that may have lapsed since: given back to the store, uncharged, False."""
         sink = self._sink
         key = timer.key
         if key in self._sent:
@@ -129,10 +131,11 @@ class NodeClaims:
 
 
 def _uncharge(timer: Timer) -> None:
-    """Undo the starter's charge of an attempt that was not claimed (or not run)."""
+    """Undo the starter's charge of an attempt that was not claimed (or not run), unless it
+    ended here meanwhile (cancelled, or its version's schedule undone). Back at no attempt,
+    its retry clock is unset too: it starts with the next charge."""
     if timer.state is RUNNING:
-        timer.state = PENDING
-        timer.attempts -= 1
+        timer.uncharge()
         if timer.attempts == 0:
             timer.first_attempt_at = None
 
@@ -281,9 +284,10 @@ class NodeSink:
             self.settled(key)
 
     def give_back(self, timer: Timer, epoch: int) -> None:
-        """``timer``'s claim under ``epoch`` is not run (see :meth:`NodeClaims.keep` and
-        :meth:`may_start`): its charge is undone, it leaves the table, its row is given back
-        under that epoch, then read again if its partition is held."""
+        """``timer``'s claim under ``epoch`` is not run (see
+        :meth:`NodeClaims.undo_unless_claimed` and :meth:`may_start`): its charge is undone,
+        it leaves the table, its row is given back under that epoch, then read again if its
+        partition is held."""
         _uncharge(timer)
         self.adopter.forget(timer)
         self.dropped["claim past its lease, given back"] += 1
@@ -293,9 +297,9 @@ class NodeSink:
     def may_start(self, timer: Timer) -> bool:
         """The worker pool's start guard (``WorkerPool.start_guard``): True if the lease that
         ``timer``'s attempt was claimed under is still usable, now, as its handler is about to
-        start. A claim kept by :meth:`NodeClaims.keep` waits a loop turn for a worker task, and
-        a pause of this process can fall right there: then the attempt is not run, not charged
-        here, and given back under its epoch, as a late claim's reply is."""
+        start. A claim :meth:`NodeClaims.undo_unless_claimed` let run waits a loop turn for a
+        worker task, and a pause of this process can fall right there: then the attempt is not
+        run, not charged here, and given back under its epoch, as a late claim's reply is."""
         claim = self.epochs.get(timer.key)
         if claim is None or claim[0] != timer.version:
             return True  # no claim of this node's in flight for it: nothing to fence
