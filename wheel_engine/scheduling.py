@@ -37,11 +37,11 @@ from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL, Timer, ticked
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
 from wheel_engine.trigger import Trigger
-from wheel_engine.validation import RequestChecker, ScheduleRequest
+from wheel_engine.validation import CheckedRequest, RequestChecker
 from wheel_engine.workers import WorkerPool
 
 #: An applied schedule: (its request, the new timer, the live timer it replaced or None).
-Change = tuple[ScheduleRequest, Timer, Timer | None]
+Change = tuple[CheckedRequest, Timer, Timer | None]
 Row = tuple[int, bytes]  #: (kind, msgpack body), as :func:`journal.codec.schedule_row` makes it
 #: What ``schedule_many`` gets: a list or tuple of mappings of ``schedule()``'s keywords.
 Requests = list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...]
@@ -82,7 +82,7 @@ class Scheduler:
         self.submitted_commit: asyncio.Future[None] | None = None
         self.tracing: Any = None  # tracing (#29): a ContextVar of the trace, set only when on
 
-    def apply(self, request: ScheduleRequest) -> tuple[Timer, Change | None]:
+    def apply(self, request: CheckedRequest) -> tuple[Timer, Change | None]:
         """Put a validated schedule into memory. Returns the timer and, unless an existing
         timer was kept, the change to commit (or undo)."""
         timers = self._timers
@@ -144,7 +144,7 @@ class Scheduler:
             await commits.wait_committed(kept)
 
     # ------------------------------------------------------------------ the common case, fast
-    def submit_fresh(self, request: ScheduleRequest, now: float) -> Timer | None:
+    def submit_fresh(self, request: CheckedRequest, now: float) -> Timer | None:
         """``schedule()``'s common case in one step, or None (nothing changed) when it is not:
         a SQLite journal and a key that names no timer (or none given). The timer goes into
         memory and its row to the writer; no coroutine, list or closure is made for it. The
@@ -218,7 +218,7 @@ class Scheduler:
             self._events.scheduled(timer, self._clock.time())
 
     def schedule_one(
-        self, request: ScheduleRequest
+        self, request: CheckedRequest
     ) -> tuple[TimerInfo, Coroutine[Any, Any, TimerInfo] | None]:
         """``schedule()``'s general path: :meth:`apply`; returns the timer as scheduled (it may
         fire and change before the commit is done) and the commit to await, which returns it
