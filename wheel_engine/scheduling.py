@@ -2,17 +2,16 @@
 
 One path per schedule, one request or a batch: its key is resolved (made by the engine, or the
 timer it replaces or keeps), its timer built at the next version and put into memory by the one
-placing step, :meth:`Scheduler._place` (a redrive's too; so a timer due at once can fire while
-its commit is in flight), then committed (:meth:`~wheel_engine.commits.Commits.commit_rows`).
-Two branches do the same with less, each chosen before anything changes: a new key on SQLite
-(:meth:`Scheduler.submit_fresh`: the row goes to the writer first, no coroutine of its own) and
-a batch of new keys (:meth:`Scheduler._fresh`: checked and built in one pass, rows encoded). If
-a commit fails, its change is taken back out of memory, newest first, before the caller sees
-the error; a change is emitted on the :class:`~wheel_engine.events.EventBus` once committed (at
-once in memory), never if undone. Versions come from one counter: every new version of any key
-is higher than every version before it. A single request comes validated
-(:mod:`wheel_engine.validation`); a batch is validated in the pass that builds it, and raises
-before anything changes. Nothing else here raises for bad input.
+placing step, :meth:`Scheduler._place` (a redrive's too; a timer due at once may fire while its
+commit is in flight), then committed (:meth:`~wheel_engine.commits.Commits.commit_rows`). Two
+branches do less, each chosen before anything changes: a new key on SQLite
+(:meth:`Scheduler.submit_fresh`: its row goes to the writer first, no coroutine of its own) and
+a batch of new keys (:meth:`Scheduler._fresh`: checked and built in one pass, rows encoded). A
+failed commit's change is taken back out of memory, newest first, before the caller sees the
+error; a change is emitted (:class:`~wheel_engine.events.EventBus`) once committed (at once in
+memory), never if undone. Versions come from one counter: each new version of any key is above
+every earlier one. A single request comes validated (:mod:`wheel_engine.validation`); a batch
+is validated in the pass that builds it, before anything changes. Nothing else raises for bad input.
 """
 
 from __future__ import annotations
@@ -20,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 import secrets
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from math import ceil
 from typing import Any
 
 from journal import Cancel, Redrive
@@ -102,28 +101,28 @@ class Scheduler:
         self.next_version = version + 1
         timer = Timer(key, version, request.handler, request.due, request.payload)
         timer.trace = self.tracing and self.tracing.get()  # tracing (#29): the call's context
-        self._place(timer, previous)
+        if self._place(timer, previous):
+            self._arm()
         return timer, (request, timer, previous)
 
-    def _place(self, timer: Timer, previous: Timer | None) -> None:
-        """The one step that puts a new version into memory, whatever made it (any schedule, a
-        redrive): ``timer`` is its key's instead of ``previous`` (out of the wheel already), goes
-        into the wheel at its due rounded up to a tick (``ticked``), or is parked while its
-        handler is unregistered (a redriven one's may be); arms the clock if it is the earliest."""
-        table = self._table
+    def _place(self, timer: Timer, previous: Timer | None) -> bool:
+        """The one step that puts a new version into memory, whatever made it (a schedule, one
+        or a batch's; a redrive): ``timer`` is its key's instead of ``previous`` (out of the
+        wheel already), in the wheel at its due rounded up to a tick (``ticked``) or, a
+        redrive's handler unregistered, parked. True if the clock must be armed for it."""
         if previous is not None:  # TimerTable.replace, inline: timers.py is interpreted
+            table = self._table
             table.finished.discard(previous)
-            table.dead.pop(timer.key, None)
+            table.dead.pop(previous.key, None)
+            if previous.handler not in table.handlers:  # a schedule's handler is registered
+                self._timers[timer.key] = timer
+                table.park(timer)
+                return False
         self._timers[timer.key] = timer
-        if timer.handler not in table.handlers:
-            table.park(timer)
-            return
-        timer.tick = math.ceil(timer.due / self._tick)  # ticked(timer, tick): one call less
-        table.wheel.insert_entry(timer)
-        trigger = self._trigger
-        armed = trigger.armed_tick
-        if armed is None or timer.tick < armed:
-            trigger.arm()
+        timer.tick = ceil(timer.due / self._tick)  # TimerTable.insert, inline, with ticked()
+        self._table.wheel.insert_entry(timer)
+        armed = self._trigger.armed_tick
+        return armed is None or timer.tick < armed
 
     async def commit(self, changes: list[Change]) -> None:
         """Commit applied schedules; on failure take them back out of memory, newest first."""
@@ -154,7 +153,6 @@ class Scheduler:
         if kept:
             await self._commits.wait_committed(kept)
 
-    # ------------------------------------------------------------------ the common case, fast
     def submit_fresh(self, request: CheckedRequest, now: float) -> Timer | None:
         """``schedule()``'s common case in one step, or None (nothing changed) when it is not:
         a SQLite journal and a key that names no timer (or none given). The timer goes into
@@ -180,7 +178,8 @@ class Scheduler:
         )
         self.next_version = version + 1
         timer = Timer(key, version, handler, due, request.payload)
-        self._place(timer, None)
+        if self._place(timer, None):
+            self._arm()
         self._commits.committing[key] = future
         self.submitted_commit = future
         return timer
@@ -307,14 +306,14 @@ class Scheduler:
     def _apply_fresh(
         self, made: list[Timer], rows: list[Row], instant: bool
     ) -> tuple[list[TimerInfo], Coroutine[Any, Any, None] | None]:
-        """Put :meth:`_fresh`'s timers into memory (:meth:`_place`) and return their infos and
-        the commit to await (None if ``instant``, in memory, or for an empty batch)."""
+        """:meth:`_place` :meth:`_fresh`'s timers: their infos, the commit to await (or None)."""
         if not made:
             return [], None
         self.next_version = made[-1].version + 1
         place = self._place
         for timer in made:
             place(timer, None)
+        self._arm()  # once for the batch
         infos = [timer.info() for timer in made]  # as scheduled, before any firing
         if not instant:
             return infos, self._commit_fresh(made, rows)
@@ -384,7 +383,8 @@ class Scheduler:
         fresh.trace = (self.tracing and self.tracing.get()) or dead.trace  # tracing (#29)
         fresh.last_error = dead.last_error  # kept for reading; attempts start again at 0
         fresh.updated_at = now
-        self._place(fresh, dead)
+        if self._place(fresh, dead):
+            self._arm()
         info = fresh.info()
         record = Redrive(dead.key, dead.version, fresh.version, due, now, fresh.trace)  # at once
         await self._commits.commit(
