@@ -10,7 +10,14 @@ every one due an hour ahead, so nothing fires; the workloads take turns within a
 slow spell of the machine falls on all of them. SQLite journals are written with
 ``durability="normal"`` (no fsync per commit) into a temporary directory. ``--clock cpu`` times
 the process's CPU (every thread's: the journal's writer too) instead of the wall clock, for a
-machine other work shares: it leaves out the time spent waiting for a core.
+machine other work shares: it leaves out the time spent waiting for a core. For instruction
+counts, run one workload once under callgrind, with ``--timers 20000`` and with ``--timers 0``
+(the engine, the interpreter and the imports alone), and divide the difference by 20,000::
+
+    PYTHONPATH=<tree> valgrind --tool=callgrind /work/main/.venv/bin/python
+        bench/schedule_micro.py --rounds 1 --only "memory one by one" --timers 20000
+
+(one command, on one line).
 
 - ``memory one by one``: ``await engine.schedule(...)`` each, one after the other, no key;
 - ``memory replace``: the same, with a key that names a pending timer (the general path);
@@ -92,7 +99,7 @@ async def _round(name: str, n: int, directory: Path, serial: int, clock: Clock) 
         elapsed = clock() - started
     finally:
         await engine.close()
-    return elapsed / count(n) * 1e6
+    return elapsed / max(count(n), 1) * 1e6  # --timers 0: an engine's cost alone
 
 
 async def _main(rounds: int, n: int, only: list[str], clock: Clock) -> dict[str, list[float]]:
