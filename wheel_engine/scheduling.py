@@ -114,7 +114,7 @@ class Scheduler:
             table = self._table
             table.finished.discard(previous)
             table.dead.pop(previous.key, None)
-            if previous.handler not in table.handlers:  # a schedule's handler is registered
+            if timer.handler not in table.handlers:  # a schedule's handler is registered
                 self._timers[timer.key] = timer
                 table.park(timer)
                 return False

@@ -94,3 +94,18 @@ async def test_a_redriven_timer_whose_handler_is_gone_waits_parked_until_registe
         await clock.advance(0.01)
         assert fired == ["dead", "dead"] and engine.stats()["unhandled"] == 0
         assert engine.get("dead").version == again.version  # type: ignore[union-attr]
+
+
+async def test_a_schedule_replacing_a_parked_timer_of_a_gone_handler_fires() -> None:
+    clock = VirtualClock()
+    fired: list[str] = []
+    engine = _engine(None, clock, fired)
+    async with engine:
+        await engine.schedule("fails", delay=1, key="k")
+        engine._handlers.pop("fails")
+        await clock.advance(2)
+        assert engine.stats()["unhandled"] == 1  # parked: its handler is gone
+        await engine.schedule("h", delay=1, key="k")  # replaced by one whose handler is here
+        assert engine.stats()["unhandled"] == 0
+        await clock.advance(2)
+        assert fired == ["k"]
