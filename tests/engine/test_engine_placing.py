@@ -31,6 +31,13 @@ def _engine(path: Path | None, clock: VirtualClock, fired: list[str]) -> Engine:
     return engine
 
 
+def _in_memory() -> tuple[Engine, VirtualClock, list[str]]:
+    """An in-memory :func:`_engine`, its clock and the keys it fires."""
+    clock = VirtualClock()
+    fired: list[str] = []
+    return _engine(None, clock, fired), clock, fired
+
+
 async def _place(engine: Engine, how: str, due: float) -> list[str]:
     """Place timers due at ``due`` the way ``how`` says; the keys placed."""
     if how == "schedule new key":
@@ -77,9 +84,7 @@ async def test_a_placed_timer_earlier_than_the_armed_one_fires_at_its_due(
 
 
 async def test_a_redriven_timer_whose_handler_is_gone_waits_parked_until_registered() -> None:
-    clock = VirtualClock()
-    fired: list[str] = []
-    engine = _engine(None, clock, fired)
+    engine, clock, fired = _in_memory()
     async with engine:
         await engine.schedule("fails", delay=0, key="dead")
         await clock.advance(0.5)
@@ -97,9 +102,7 @@ async def test_a_redriven_timer_whose_handler_is_gone_waits_parked_until_registe
 
 
 async def test_a_schedule_replacing_a_parked_timer_of_a_gone_handler_fires() -> None:
-    clock = VirtualClock()
-    fired: list[str] = []
-    engine = _engine(None, clock, fired)
+    engine, clock, fired = _in_memory()
     async with engine:
         await engine.schedule("fails", delay=1, key="k")
         engine._handlers.pop("fails")
