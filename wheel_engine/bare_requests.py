@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
 from journal.codec import schedule_row
-from wheel_engine.timer import Timer, ticked
+from wheel_engine.timer import Timer
 from wheel_engine.validation import LAST_SECOND, MAX_TIME
 
 #: What :func:`bare_due` returns for a request it leaves to the checker (no due time is < 0).
@@ -73,7 +73,6 @@ def bare_head(
     handlers: dict[str, Any],
     now: float,
     key_of: tuple[str, int, int],
-    tick: float,
     durable: bool,
 ) -> tuple[list[Timer], list[tuple[int, bytes]]]:
     """The timers of ``requests``' head of bare requests, up to the first that is not, and
@@ -89,7 +88,7 @@ def bare_head(
             break
         key = f"{prefix}-{serial}"
         handler: str = request["handler"]
-        made.append(ticked(Timer(key, version, handler, due, None), tick))
+        made.append(Timer(key, version, handler, due, None))
         if durable:
             rows.append(schedule_row(key, version, handler, due, None, now))
         serial += 1

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from wheel_engine.commits import Commits
     from wheel_engine.scheduling import Scheduler
     from wheel_engine.timers import TimerTable
-    from wheel_engine.validation import RequestChecker, ScheduleRequest
+    from wheel_engine.validation import CheckedRequest, RequestChecker
 
 __all__ = ["LocalStorage"]
 
@@ -44,7 +44,7 @@ class LocalStorage:
             self._table.restore(recovered, clock.time(), path)
         return journal
 
-    async def schedule(self, request: ScheduleRequest) -> TimerInfo:
+    async def schedule(self, request: CheckedRequest) -> TimerInfo:
         info, commit = self._scheduler.schedule_one(request)  # commit: None in memory
         return info if commit is None else await commit
 

@@ -1,18 +1,17 @@
 """The changes the public calls make: schedules, cancels and redrives, in memory then committed.
 
-Each change is made in the timer table first (so a timer due at once can fire while its commit
-is in flight) and then committed through :meth:`wheel_engine.commits.Commits.commit_rows`
-(``schedule()``'s common case takes the same steps without a coroutine of its own:
-:meth:`Scheduler.submit_fresh`); if the commit fails, the change is taken back out of memory,
-newest first, before the caller sees the error. Each change is emitted on the engine's
-:class:`~wheel_engine.events.EventBus` once it is committed (at once in memory), never if it was
-undone. Versions come from one counter: every new version of any key is higher than every
-version before it, in memory and in the journal.
-
-A single request comes validated (:mod:`wheel_engine.validation`); a ``schedule_many`` batch is
-validated here, in the pass that builds its timers (the bare requests recognised by
-:func:`~wheel_engine.bare_requests.bare_due`, the others by the engine's checker), and raises
-before anything changes. Nothing else here raises for bad input.
+One path per schedule, one request or a batch: its key is resolved (made by the engine, or the
+timer it replaces or keeps), its timer built at the next version and put into memory by the one
+placing step, :meth:`Scheduler._place` (a redrive's too; a timer due at once may fire while its
+commit is in flight), then committed (:meth:`~wheel_engine.commits.Commits.commit_rows`). Two
+branches do less, each chosen before anything changes: a new key on SQLite
+(:meth:`Scheduler.submit_fresh`: its row goes to the writer first, no coroutine of its own) and
+a batch of new keys (:meth:`Scheduler._fresh`: checked and built in one pass, rows encoded). A
+failed commit's change is taken back out of memory, newest first, before the caller sees the
+error; a change is emitted (:class:`~wheel_engine.events.EventBus`) once committed (at once in
+memory), never if undone. Versions come from one counter: each new version of any key is above
+every earlier one. A single request comes validated (:mod:`wheel_engine.validation`); a batch
+is validated in the pass that builds it, before anything changes. Nothing else raises for bad input.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import itertools
 import logging
 import secrets
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from math import ceil
 from typing import Any
 
 from journal import Cancel, Redrive
@@ -34,14 +34,14 @@ from wheel_engine.events import EventBus
 from wheel_engine.gcpause import gc_paused
 from wheel_engine.model import CancelResult, TimerInfo
 from wheel_engine.stats import Counters
-from wheel_engine.timer import INTERRUPT_CANCEL, Timer, ticked
+from wheel_engine.timer import INTERRUPT_CANCEL, Timer
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
 from wheel_engine.trigger import Trigger
-from wheel_engine.validation import RequestChecker, ScheduleRequest
+from wheel_engine.validation import CheckedRequest, RequestChecker
 from wheel_engine.workers import WorkerPool
 
 #: An applied schedule: (its request, the new timer, the live timer it replaced or None).
-Change = tuple[ScheduleRequest, Timer, Timer | None]
+Change = tuple[CheckedRequest, Timer, Timer | None]
 Row = tuple[int, bytes]  #: (kind, msgpack body), as :func:`journal.codec.schedule_row` makes it
 #: What ``schedule_many`` gets: a list or tuple of mappings of ``schedule()``'s keywords.
 Requests = list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...]
@@ -82,7 +82,7 @@ class Scheduler:
         self.submitted_commit: asyncio.Future[None] | None = None
         self.tracing: Any = None  # tracing (#29): a ContextVar of the trace, set only when on
 
-    def apply(self, request: ScheduleRequest) -> tuple[Timer, Change | None]:
+    def apply(self, request: CheckedRequest) -> tuple[Timer, Change | None]:
         """Put a validated schedule into memory. Returns the timer and, unless an existing
         timer was kept, the change to commit (or undo)."""
         timers = self._timers
@@ -101,17 +101,28 @@ class Scheduler:
         self.next_version = version + 1
         timer = Timer(key, version, request.handler, request.due, request.payload)
         timer.trace = self.tracing and self.tracing.get()  # tracing (#29): the call's context
-        table = self._table
-        if previous is not None:  # TimerTable.replace() inlined: schedule()'s hot path
-            table.finished.discard(previous)
-            table.dead.pop(key, None)
-        timers[key] = timer
-        table.wheel.insert_entry(ticked(timer, self._tick))  # TimerTable.insert, compiled
-        trigger = self._trigger
-        armed = trigger.armed_tick
-        if armed is None or timer.tick < armed:
-            trigger.arm()
+        if self._place(timer, previous):
+            self._arm()
         return timer, (request, timer, previous)
+
+    def _place(self, timer: Timer, previous: Timer | None) -> bool:
+        """The one step that puts a new version into memory, whatever made it (a schedule, one
+        or a batch's; a redrive): ``timer`` is its key's instead of ``previous`` (out of the
+        wheel already), in the wheel at its due rounded up to a tick (``ticked``) or, a
+        redrive's handler unregistered, parked. True if the clock must be armed for it."""
+        if previous is not None:  # TimerTable.replace, inline: timers.py is interpreted
+            table = self._table
+            table.finished.discard(previous)
+            table.dead.pop(previous.key, None)
+            if timer.handler not in table.handlers:  # a schedule's handler is registered
+                self._timers[timer.key] = timer
+                table.park(timer)
+                return False
+        self._timers[timer.key] = timer
+        timer.tick = ceil(timer.due / self._tick)  # TimerTable.insert, inline, with ticked()
+        self._table.wheel.insert_entry(timer)
+        armed = self._trigger.armed_tick
+        return armed is None or timer.tick < armed
 
     async def commit(self, changes: list[Change]) -> None:
         """Commit applied schedules; on failure take them back out of memory, newest first."""
@@ -138,13 +149,11 @@ class Scheduler:
         changes = [change for _, change in applied if change is not None]
         if changes:
             await self.commit(changes)
-        commits = self._commits
         kept = [timer.key for timer, change in applied if change is None]
         if kept:
-            await commits.wait_committed(kept)
+            await self._commits.wait_committed(kept)
 
-    # ------------------------------------------------------------------ the common case, fast
-    def submit_fresh(self, request: ScheduleRequest, now: float) -> Timer | None:
+    def submit_fresh(self, request: CheckedRequest, now: float) -> Timer | None:
         """``schedule()``'s common case in one step, or None (nothing changed) when it is not:
         a SQLite journal and a key that names no timer (or none given). The timer goes into
         memory and its row to the writer; no coroutine, list or closure is made for it. The
@@ -169,13 +178,8 @@ class Scheduler:
         )
         self.next_version = version + 1
         timer = Timer(key, version, handler, due, request.payload)
-        self._timers[key] = timer
-        # TimerTable.insert, inline: timers.py is interpreted, and a frame per call costs.
-        self._table.wheel.insert_entry(ticked(timer, self._tick))
-        trigger = self._trigger
-        armed = trigger.armed_tick
-        if armed is None or timer.tick < armed:
-            trigger.arm()
+        if self._place(timer, None):
+            self._arm()
         self._commits.committing[key] = future
         self.submitted_commit = future
         return timer
@@ -218,7 +222,7 @@ class Scheduler:
             self._events.scheduled(timer, self._clock.time())
 
     def schedule_one(
-        self, request: ScheduleRequest
+        self, request: CheckedRequest
     ) -> tuple[TimerInfo, Coroutine[Any, Any, TimerInfo] | None]:
         """``schedule()``'s general path: :meth:`apply`; returns the timer as scheduled (it may
         fire and change before the commit is done) and the commit to await, which returns it
@@ -274,10 +278,10 @@ class Scheduler:
         path takes. Raises as :meth:`RequestChecker.batch` would, before anything changes. The
         batch's head of bare requests skips the checker (:func:`bare_head`: a bare one is
         never bad); from the first other request on, each goes through it."""
-        prefix, tick, handlers = self._key_prefix, self._tick, self._table.handlers
+        prefix, handlers = self._key_prefix, self._table.handlers
         serial = next(self._key_counter)  # engine-made keys: "<prefix>-<serial>", counting up
         version = self.next_version
-        made, rows = bare_head(requests, handlers, now, (prefix, serial, version), tick, durable)
+        made, rows = bare_head(requests, handlers, now, (prefix, serial, version), durable)
         serial += len(made)
         version += len(made)
         if len(made) < len(requests):
@@ -292,7 +296,7 @@ class Scheduler:
                 else:
                     given.add(name)
                 handler, due = valid.handler, valid.due
-                made.append(ticked(Timer(name, version, handler, due, valid.payload), tick))
+                made.append(Timer(name, version, handler, due, valid.payload))
                 if durable:
                     rows.append(schedule_row(name, version, handler, due, valid.data, now))
                 version += 1
@@ -302,16 +306,14 @@ class Scheduler:
     def _apply_fresh(
         self, made: list[Timer], rows: list[Row], instant: bool
     ) -> tuple[list[TimerInfo], Coroutine[Any, Any, None] | None]:
-        """Put :meth:`_fresh`'s timers into memory (arming once) and return their infos and
-        the commit to await (None if ``instant``, in memory, or for an empty batch)."""
+        """:meth:`_place` :meth:`_fresh`'s timers: their infos, the commit to await (or None)."""
         if not made:
             return [], None
         self.next_version = made[-1].version + 1
-        timers = self._timers
+        place = self._place
         for timer in made:
-            timers[timer.key] = timer
-        self._table.wheel.insert_entries(made)  # their ticks are set: TimerTable.insert's
-        self._arm()
+            place(timer, None)
+        self._arm()  # once for the batch
         infos = [timer.info() for timer in made]  # as scheduled, before any firing
         if not instant:
             return infos, self._commit_fresh(made, rows)
@@ -381,10 +383,8 @@ class Scheduler:
         fresh.trace = (self.tracing and self.tracing.get()) or dead.trace  # tracing (#29)
         fresh.last_error = dead.last_error  # kept for reading; attempts start again at 0
         fresh.updated_at = now
-        table = self._table
-        table.replace(fresh, dead)
-        table.place(fresh)
-        self._arm()
+        if self._place(fresh, dead):
+            self._arm()
         info = fresh.info()
         record = Redrive(dead.key, dead.version, fresh.version, due, now, fresh.trace)  # at once
         await self._commits.commit(

@@ -34,7 +34,7 @@ from wheel_engine.model import CancelResult, TimerInfo
 if TYPE_CHECKING:
     from journal import Record
     from wheel_engine.timer import Timer
-    from wheel_engine.validation import ScheduleRequest
+    from wheel_engine.validation import CheckedRequest
 
 __all__ = ["NULL_SINK", "Claims", "NullSink", "RecordSink", "RowSink", "Storage"]
 
@@ -45,7 +45,7 @@ class Storage(Protocol):
     Each returns once its change is durable (committed to the journal or the database).
     """
 
-    async def schedule(self, request: ScheduleRequest) -> TimerInfo: ...
+    async def schedule(self, request: CheckedRequest) -> TimerInfo: ...
 
     async def schedule_many(
         self, requests: Iterable[Mapping[str, Any]], now: float

@@ -43,12 +43,13 @@ MAX_TIME: Final = 253_402_300_799.0
 #: MAX_TIME as an int, to compare an int due time with (exactly the same bound).
 LAST_SECOND: Final = 253_402_300_799
 
-#: Builds a ``ScheduleRequest`` without the named tuple's Python-level ``__new__``.
+#: Builds a ``CheckedRequest`` without the named tuple's Python-level ``__new__``.
 _new_tuple: Final = tuple.__new__
 
 
-class ScheduleRequest(NamedTuple):
-    """One schedule request that passed every check: clean values, nothing changed yet."""
+class CheckedRequest(NamedTuple):
+    """One ``schedule()`` request that passed every check of :class:`RequestChecker`: clean
+    values, nothing changed yet."""
 
     handler: str  #: a registered handler's name, as a plain ``str``
     due: float  #: epoch seconds in ``[0, MAX_TIME]``
@@ -111,7 +112,7 @@ class RequestChecker:
         key: Any,
         on_conflict: Any,
         now: Any,
-    ) -> ScheduleRequest:
+    ) -> CheckedRequest:
         """Check one request completely; nothing is changed. Raises on anything wrong:
         ``UnknownHandler``, ``DuplicateKey``, ``ValueError``, ``TypeError`` (see ``schedule()``).
 
@@ -157,12 +158,12 @@ class RequestChecker:
         if payload is not None:
             data, payload = encode_payload(payload, self._max_payload_bytes)
         # tuple.__new__ skips NamedTuple's Python-level __new__ (one call less per schedule).
-        return _new_tuple(ScheduleRequest, (handler, due, payload, data, key, on_conflict))
+        return _new_tuple(CheckedRequest, (handler, due, payload, data, key, on_conflict))
 
-    def batch(self, requests: Iterable[Any], now: Any) -> list[ScheduleRequest]:
+    def batch(self, requests: Iterable[Any], now: Any) -> list[CheckedRequest]:
         """:meth:`each` request of a ``schedule_many`` batch checked, plus what only a batch can
         get wrong: a key given twice when one of them says ``on_conflict="error"``."""
-        checked: list[ScheduleRequest] = []
+        checked: list[CheckedRequest] = []
         claimed: set[str] = set()  # keys this batch schedules, for on_conflict="error"
         for valid in self.each(requests, now):
             key = valid.key
@@ -173,7 +174,7 @@ class RequestChecker:
             checked.append(valid)
         return checked
 
-    def each(self, requests: Iterable[Any], now: Any) -> Iterator[ScheduleRequest]:
+    def each(self, requests: Iterable[Any], now: Any) -> Iterator[CheckedRequest]:
         """:meth:`request` for each request of a ``schedule_many`` batch (a mapping of
         ``schedule()``'s keywords), in order, as it is iterated; ``TypeError`` also for a
         request that is not a mapping or has an unknown keyword. A generator: one frame for

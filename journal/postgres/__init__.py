@@ -16,7 +16,7 @@ from journal.postgres.reads import Summary
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import DEFAULT_PARTITIONS, SCHEMA_VERSION
 from journal.postgres.store import PostgresStore, default_node, is_postgres_url
-from journal.postgres.writes import CancelOutcome, Scheduled, ScheduleRequest
+from journal.postgres.writes import CancelOutcome, Scheduled, TimerUpsert
 
 __all__ = [
     "DEFAULT_HORIZON",
@@ -34,11 +34,11 @@ __all__ = [
     "Outcome",
     "PostgresClient",
     "PostgresStore",
-    "ScheduleRequest",
     "Scheduled",
     "StoreUnavailable",
     "StoredTimer",
     "Summary",
+    "TimerUpsert",
     "default_node",
     "is_postgres_url",
     "partition_of",

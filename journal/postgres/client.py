@@ -22,7 +22,7 @@ from journal.postgres.reads import Summary
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import read_partitions_sync
 from journal.postgres.target import Target
-from journal.postgres.writes import CancelOutcome, Requests, Scheduled, ScheduleRequest
+from journal.postgres.writes import CancelOutcome, Requests, Scheduled, TimerUpsert
 from journal.state import TimerState
 
 __all__ = ["PostgresClient"]
@@ -118,7 +118,7 @@ class PostgresClient(Requests):
         with translated(self.where, "reading the summary"):
             return reads.summary_sync(self._conn)
 
-    def schedule_many(self, requests: Sequence[ScheduleRequest]) -> list[Scheduled]:
+    def schedule_many(self, requests: Sequence[TimerUpsert]) -> list[Scheduled]:
         with translated(self.where, "scheduling"):
             return writes.schedule_many_sync(self._conn, requests)
 

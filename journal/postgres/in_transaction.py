@@ -43,7 +43,7 @@ from psycopg.pq import TransactionStatus
 
 from journal.errors import UnusableConnection
 from journal.postgres import writes
-from journal.postgres.writes import CancelOutcome, Scheduled, ScheduleRequest
+from journal.postgres.writes import CancelOutcome, Scheduled, TimerUpsert
 
 __all__ = ["Identity", "InTransaction", "UnusableConnection", "check_usable", "read_identity"]
 
@@ -127,9 +127,7 @@ class InTransaction:
         #: Connections found to reach the journal's database (forgotten as they are freed).
         self._checked: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
 
-    async def schedule_many(
-        self, conn: object, requests: Sequence[ScheduleRequest]
-    ) -> list[Scheduled]:
+    async def schedule_many(self, conn: object, requests: Sequence[TimerUpsert]) -> list[Scheduled]:
         """:func:`journal.postgres.writes.schedule_many` in ``conn``'s transaction."""
         async with self._joined(conn) as joined:
             return await writes.write_rounds(joined, requests)

@@ -45,7 +45,7 @@ from journal.postgres.reads import Summary
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import migrate
 from journal.postgres.target import Target
-from journal.postgres.writes import CancelOutcome, Requests, Scheduled, ScheduleRequest
+from journal.postgres.writes import CancelOutcome, Requests, Scheduled, TimerUpsert
 from journal.urls import is_postgres_url
 
 __all__ = ["PostgresStore", "default_node", "is_postgres_url"]
@@ -174,7 +174,7 @@ class PostgresStore(Requests):
 
     # -- writes --------------------------------------------------------------------------------
 
-    async def schedule_many(self, requests: Sequence[ScheduleRequest]) -> list[Scheduled]:
+    async def schedule_many(self, requests: Sequence[TimerUpsert]) -> list[Scheduled]:
         """Insert or replace timers, all in one transaction (see ``writes``)."""
         async with self._connection("scheduling") as conn:
             return await writes.schedule_many(conn, requests)

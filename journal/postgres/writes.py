@@ -29,8 +29,8 @@ from journal.postgres.states import CANCELED_CODE, DEAD_CODE, LIVE_CODES, PENDIN
 __all__ = [
     "CancelOutcome",
     "Requests",
-    "ScheduleRequest",
     "Scheduled",
+    "TimerUpsert",
     "cancel",
     "cancel_sync",
     "redrive",
@@ -89,8 +89,9 @@ _REDRIVE: Final = (
 )
 
 
-class ScheduleRequest(NamedTuple):
-    """One timer to (re)schedule, already validated by the engine."""
+class TimerUpsert(NamedTuple):
+    """One row to write into the PostgreSQL ``timers`` table (an upsert under ``on_conflict``),
+    from a request the engine has already validated."""
 
     key: str
     partition: int  #: ``partition_of(key, partitions)``
@@ -128,16 +129,15 @@ class Requests:
         payload: bytes | None = None,
         on_conflict: OnConflict = "replace",
         trace: str | None = None,
-    ) -> ScheduleRequest:
-        """A :class:`ScheduleRequest` for ``key`` in its partition."""
-        partition = self.partition_of(key)
-        return ScheduleRequest(key, partition, handler, due, payload, on_conflict, trace)
+    ) -> TimerUpsert:
+        """A :class:`TimerUpsert` for ``key`` in its partition."""
+        return TimerUpsert(key, self.partition_of(key), handler, due, payload, on_conflict, trace)
 
 
-def _rounds(requests: Sequence[ScheduleRequest]) -> list[list[ScheduleRequest]]:
+def _rounds(requests: Sequence[TimerUpsert]) -> list[list[TimerUpsert]]:
     """Split into consecutive runs of one policy kind with distinct keys: one ON CONFLICT
     statement may not touch a row twice, and later requests must see earlier ones."""
-    rounds: list[list[ScheduleRequest]] = []
+    rounds: list[list[TimerUpsert]] = []
     keys: set[str] = set()
     replace: bool | None = None
     for request in requests:
@@ -151,22 +151,20 @@ def _rounds(requests: Sequence[ScheduleRequest]) -> list[list[ScheduleRequest]]:
     return rounds
 
 
-def _upsert(batch: list[ScheduleRequest]) -> tuple[str, dict[str, Any]]:
+def _upsert(batch: list[TimerUpsert]) -> tuple[str, dict[str, Any]]:
     statement = _REPLACE if batch[0].on_conflict == "replace" else _UNLESS_LIVE
     rows = [(*r[:5], r.trace) for r in batch]  # key, partition, handler, due, payload, trace
     names = ("keys", "parts", "handlers", "dues", "payloads", "traces")
     return statement, arrays(rows, names)
 
 
-def _check_policy(requests: Sequence[ScheduleRequest]) -> None:
+def _check_policy(requests: Sequence[TimerUpsert]) -> None:
     for request in requests:
         if request.on_conflict not in ("replace", "keep", "error"):
             raise ValueError(f"on_conflict must be replace, keep or error: {request!r}")
 
 
-def _outcome(
-    batch: list[ScheduleRequest], written: list[Any], existing: list[Any]
-) -> list[Scheduled]:
+def _outcome(batch: list[TimerUpsert], written: list[Any], existing: list[Any]) -> list[Scheduled]:
     """Results in request order; raises :class:`LiveKeyConflict` for an "error" request."""
     done = {row[0]: stored(row) for row in written}
     kept = {row[0]: stored(row) for row in existing}
@@ -183,13 +181,13 @@ def _outcome(
     return results
 
 
-def _missing(batch: list[ScheduleRequest], written: list[Any]) -> list[str]:
+def _missing(batch: list[TimerUpsert], written: list[Any]) -> list[str]:
     done = {row[0] for row in written}
     return [r.key for r in batch if r.key not in done]
 
 
 async def schedule_many(
-    conn: AsyncConnection[Any], requests: Sequence[ScheduleRequest]
+    conn: AsyncConnection[Any], requests: Sequence[TimerUpsert]
 ) -> list[Scheduled]:
     """Write ``requests`` in order, in one transaction: all or none.
 
@@ -201,7 +199,7 @@ async def schedule_many(
 
 
 async def write_rounds(
-    conn: AsyncConnection[Any], requests: Sequence[ScheduleRequest]
+    conn: AsyncConnection[Any], requests: Sequence[TimerUpsert]
 ) -> list[Scheduled]:
     """:func:`schedule_many`'s statements in the transaction ``conn`` has open (the caller's:
     see :mod:`journal.postgres.in_transaction`), which makes them all or none."""
@@ -216,9 +214,7 @@ async def write_rounds(
     return results
 
 
-def schedule_many_sync(
-    conn: Connection[Any], requests: Sequence[ScheduleRequest]
-) -> list[Scheduled]:
+def schedule_many_sync(conn: Connection[Any], requests: Sequence[TimerUpsert]) -> list[Scheduled]:
     """:func:`schedule_many` on a synchronous connection (the CLI)."""
     _check_policy(requests)
     results: list[Scheduled] = []

@@ -37,7 +37,7 @@ requests = st.one_of(
 
 
 def checked(request: dict[str, Any]) -> Any:
-    """What the checker makes of ``request``: its ScheduleRequest, or the exception type."""
+    """What the checker makes of ``request``: its CheckedRequest, or the exception type."""
     checker = RequestChecker(HANDLERS, {}, 1 << 20)
     try:
         return next(checker.each([request], NOW))

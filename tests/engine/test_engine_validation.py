@@ -28,7 +28,7 @@ from wheel_engine import (
     UnknownHandler,
 )
 from wheel_engine.testing import VirtualClock
-from wheel_engine.validation import MAX_TIME, RequestChecker, ScheduleRequest
+from wheel_engine.validation import MAX_TIME, CheckedRequest, RequestChecker
 
 
 class Name(str):
@@ -330,7 +330,7 @@ def test_engine_rejects_bad_retention_settings() -> None:
 def test_a_checked_request_is_read_by_name() -> None:
     checker = RequestChecker({"h": object()}, {}, 65536)
     request = checker.request("h", None, 5, {"n": (1, 2)}, "k", "keep", 100.0)
-    assert isinstance(request, ScheduleRequest)
+    assert isinstance(request, CheckedRequest)
     assert (request.handler, request.due, request.key, request.on_conflict) == (
         "h",
         105.0,

@@ -42,15 +42,16 @@ from wheel_engine.payload import encode_payload
 if TYPE_CHECKING:
     from journal import Recovered, TimerRow
 
-__all__ = ["MAX_PAYLOAD_BYTES", "ScheduleRequest", "cancel", "row_fields", "schedule"]
+__all__ = ["MAX_PAYLOAD_BYTES", "OfflineSchedule", "cancel", "row_fields", "schedule"]
 
 #: The engine's default ``max_payload_bytes``: the service's own setting is not in the journal.
 MAX_PAYLOAD_BYTES: Final = 65536
 
 
 @dataclass(frozen=True, slots=True)
-class ScheduleRequest:
-    """A validated ``schedule`` command: the due time is already absolute epoch seconds."""
+class OfflineSchedule:
+    """The offline CLI's ``schedule`` command, validated, for a journal no engine runs on: the
+    due time is already absolute epoch seconds."""
 
     handler: str
     due: float
@@ -101,7 +102,7 @@ def row_fields(row: TimerRow) -> dict[str, Any]:
     }
 
 
-async def schedule(path: str, request: ScheduleRequest) -> tuple[dict[str, Any], list[str]]:
+async def schedule(path: str, request: OfflineSchedule) -> tuple[dict[str, Any], list[str]]:
     """Write the schedule; returns the resulting timer and remarks for the user."""
     packed = (
         None if request.payload is None else encode_payload(request.payload, MAX_PAYLOAD_BYTES)[0]

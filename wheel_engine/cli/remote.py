@@ -234,7 +234,7 @@ def cmd_schedule(args: argparse.Namespace, out: Output) -> int:
     else:
         now = time.time()
         due = request["at"] if "at" in request else now + request["delay"]
-        plan = direct.ScheduleRequest(
+        plan = direct.OfflineSchedule(
             request["handler"], due, request.get("key"), request["payload"], args.on_conflict
         )
         timer, notes = asyncio.run(direct.schedule(args.db, plan))

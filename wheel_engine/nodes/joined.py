@@ -24,7 +24,7 @@ from journal.postgres import LiveKeyConflict, PostgresStore
 from wheel_engine.errors import DuplicateKey
 from wheel_engine.model import CancelResult, ProvisionalTimerInfo, TimerInfo
 from wheel_engine.nodes.scheduler import NodeScheduler, info_of
-from wheel_engine.validation import ScheduleRequest
+from wheel_engine.validation import CheckedRequest
 
 __all__ = ["JoinedWrites"]
 
@@ -38,7 +38,7 @@ class JoinedWrites:
         self._scheduler = scheduler
         self._store = store
 
-    async def schedule_many(self, conn: Any, requests: list[ScheduleRequest]) -> list[TimerInfo]:
+    async def schedule_many(self, conn: Any, requests: list[CheckedRequest]) -> list[TimerInfo]:
         """Write validated ``requests`` in ``conn``'s transaction, all or none.
 
         Raises ``DuplicateKey`` for an ``on_conflict="error"`` request that meets a live timer

@@ -24,8 +24,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from journal.postgres import LiveKeyConflict, PostgresStore, StoredTimer
-from journal.postgres import ScheduleRequest as StoreRequest
+from journal.postgres import LiveKeyConflict, PostgresStore, StoredTimer, TimerUpsert
 from wheel_engine.clock import Clock
 from wheel_engine.errors import DuplicateKey, EngineError, TimerNotFound
 from wheel_engine.events import EventBus
@@ -36,7 +35,7 @@ from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL
 from wheel_engine.timers import CANCELED, DEAD, PENDING, RUNNING, TimerTable
 from wheel_engine.tracing import SCHEDULING
-from wheel_engine.validation import RequestChecker, ScheduleRequest
+from wheel_engine.validation import CheckedRequest, RequestChecker
 from wheel_engine.workers import WorkerPool
 
 __all__ = ["NodeScheduler", "info_of"]
@@ -82,7 +81,7 @@ class NodeScheduler:
         self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
         self._key_counter = itertools.count(1)
 
-    async def schedule(self, request: ScheduleRequest) -> TimerInfo:
+    async def schedule(self, request: CheckedRequest) -> TimerInfo:
         return (await self._schedule([request]))[0]
 
     async def schedule_many(
@@ -92,7 +91,7 @@ class NodeScheduler:
             requests = list(requests)
         return await self._schedule(self._check.batch(requests, now))
 
-    def store_requests(self, requests: list[ScheduleRequest]) -> list[StoreRequest]:
+    def store_requests(self, requests: list[CheckedRequest]) -> list[TimerUpsert]:
         """The store's requests for validated ones (keys made for those that have none)."""
         store = self._store
         trace = SCHEDULING.get()  # tracing (#29): the call's context, None when untraced
@@ -108,7 +107,7 @@ class NodeScheduler:
             for r in requests
         ]
 
-    async def _schedule(self, requests: list[ScheduleRequest]) -> list[TimerInfo]:
+    async def _schedule(self, requests: list[CheckedRequest]) -> list[TimerInfo]:
         try:
             results = await self._store.schedule_many(self.store_requests(requests))
         except LiveKeyConflict as exc:

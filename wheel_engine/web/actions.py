@@ -219,11 +219,11 @@ class Actions:
                 raise ActionError(f"timer {key!r} is not DEAD (any more)")
             return {}
         from journal.postgres.partitioning import partition_of
-        from journal.postgres.writes import ScheduleRequest
+        from journal.postgres.writes import TimerUpsert
 
         row = args["row"]
         part = partition_of(key, client.partitions)
-        request = ScheduleRequest(key, part, row.handler, client.db_now(), row.payload)
+        request = TimerUpsert(key, part, row.handler, client.db_now(), row.payload)
         client.schedule_many([request])
         return {}
 
