@@ -172,11 +172,15 @@ class Timer(WheelEntry["Timer"]):
 
     def uncharge(self) -> None:
         """RUNNING -> PENDING, one attempt less: a charged attempt that will not run (its
-        commit failed, or the store did not claim it). The caller places it again."""
+        commit failed, or the store did not claim it). The caller places it again. Back at no
+        attempt, the retry clock is unset too, as the journal has it: the total deadline
+        counts from the first attempt that was committed, on every backend."""
         if self.state is not _RUNNING:
             raise _illegal(self, "uncharge", "RUNNING")
         self.state = _PENDING
         self.attempts -= 1
+        if self.attempts == 0:
+            self.first_attempt_at = None
 
     def retry(self, due: float, now: float) -> None:
         """RUNNING -> PENDING at ``due``: the attempt failed and another is allowed. The

@@ -106,6 +106,22 @@ def test_each_transition_sets_what_its_callers_rely_on() -> None:
     assert timer.updated_at == NOW + 31
 
 
+def test_an_uncharged_first_attempt_leaves_no_retry_clock() -> None:
+    """An attempt whose commit failed (or that the store did not claim) never happened for the
+    journal: a restarted engine counts the total deadline from the first committed attempt, so
+    the timer in memory must too. The second attempt's uncharge keeps the first's clock."""
+    timer = timer_in(P)
+    timer.charge(NOW + 1)
+    timer.uncharge()
+    assert (timer.attempts, timer.first_attempt_at) == (0, None)
+    timer.charge(NOW + 5)
+    assert timer.first_attempt_at == NOW + 5
+    timer.retry(NOW + 30, NOW + 6)
+    timer.charge(NOW + 30)
+    timer.uncharge()
+    assert (timer.attempts, timer.first_attempt_at) == (1, NOW + 5)
+
+
 def test_the_table_finishes_through_the_timers_own_guard() -> None:
     table = TimerTable({}, tick=0.001, retention=60.0, max_retained=10)
     done = timer_in(R)

@@ -132,12 +132,9 @@ class NodeClaims:
 
 def _uncharge(timer: Timer) -> None:
     """Undo the starter's charge of an attempt that was not claimed (or not run), unless it
-    ended here meanwhile (cancelled, or its version's schedule undone). Back at no attempt,
-    its retry clock is unset too: it starts with the next charge."""
+    ended here meanwhile (cancelled, or its version's schedule undone)."""
     if timer.state is RUNNING:
         timer.uncharge()
-        if timer.attempts == 0:
-            timer.first_attempt_at = None
 
 
 class NodeSink:
