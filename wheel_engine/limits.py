@@ -162,7 +162,7 @@ class Gate:
         if woken and woken[0] is timer:  # still QUEUED until the starter charges it
             woken.popleft()
         if self.parked and not self._outstanding():
-            self.wake()  # the last woken one is taken: the next batch, if it can start
+            self._wake_soon()  # the last woken one is taken: the next batch, if it can start
 
     def release(self) -> None:
         """One of this handler's attempts ended (or was given back before it ran)."""
@@ -280,6 +280,13 @@ class Gate:
             self._events.throttled(timer, now)
         if self._wake_handle is None and not self._outstanding():
             self.wake()  # behind an earlier one: make sure something wakes the line
+
+    def _wake_soon(self) -> None:
+        """Wake the line in a loop callback of its own, not inside the start group being taken:
+        its batch joins the queue's tail behind what came due meanwhile, and a start group
+        holds at most one batch of this handler's backlog."""
+        if self._wake_handle is None and not self._starts.closing:
+            self._wake_handle = self._clock.call_at(self._clock.time(), self.wake)
 
     def _wake_at_refill(self) -> None:
         bucket = self.bucket
