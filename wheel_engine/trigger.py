@@ -238,16 +238,16 @@ class Trigger:
         held_back = 0
         for timer in batch:
             handler = timer.handler
-            waiting = backlog.get(handler)
-            if waiting is None:
+            line = backlog.get(handler)
+            if line is None:
                 count = taken.get(handler, 0)
                 if count < HAND_ON_BUDGET:
                     taken[handler] = count + 1
                     due.append(timer)
                     continue
-                waiting = backlog[handler] = deque()
+                line = backlog[handler] = deque()
             timer.where = QUEUED
-            waiting.append(timer)
+            line.append(timer)
             held_back += 1
         table.queued += held_back
         return due

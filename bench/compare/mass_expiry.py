@@ -1,13 +1,18 @@
 """Figure 10: a mass expiry on SQLite: one rate-limited handler's timers all due in the same
 second, beside another handler's timer due every 10 ms (issue 26).
 
-Two contenders, each in a fresh subprocess of its own (``python -m bench.compare.mass_expiry``),
+Three contenders, each in a fresh subprocess of its own (``python -m bench.compare.mass_expiry``),
 so that its peak RSS is its own and no figure inherits its heap:
 
 - **B alone** (the anchor): handler ``b`` only, a timer due every :data:`B_EVERY` seconds;
 - **B beside A's mass expiry**: the same ``b`` timers, and :attr:`Sizes.timers` timers of
   handler ``a`` registered with ``rate=`` :attr:`Sizes.rate` (its default burst, ``rate``
-  tokens), their dues spread over one second.
+  tokens), their dues spread over one second;
+- **B beside A, no compaction, heap frozen** (the full run only): the same, with the journal's
+  automatic compaction held off (``compact_min_records`` out of reach) and ``gc.freeze()`` once
+  everything is scheduled, so that neither a compaction's write transaction (which holds the
+  journal's writer) nor a full collection over the live timers is in the figure: what is left is
+  the dispatch's own fairness.
 
 The measure is B's lateness p99 (the handler's wall clock minus the timer's due) over the B
 timers due while A's backlog is worked off (the same window in both runs), lower is better: its
@@ -24,6 +29,7 @@ backlog that fell due while it was still being written.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import math
 import os
@@ -52,7 +58,10 @@ LEAD: Final = 1.5
 #: B's lateness p99 goal, in seconds, and its ratio to B alone (within 2x).
 B_P99_GOAL: Final = 0.05
 B_RATIO_GOAL: Final = 0.5
+#: ``compact_min_records`` for the isolated side: a journal tail this long is never reached.
+NO_COMPACTION: Final = 10**12
 ALONE, BESIDE = "B alone", "B beside A's mass expiry"
+ISOLATED = "B beside A, no compaction, heap frozen"
 FIGURE = Figure(
     "10",
     Measure("p99", "s", higher_is_better=False),
@@ -80,8 +89,11 @@ class Sizes(NamedTuple):
 # -- one side, in its own process ---------------------------------------------------------------
 
 
-async def _side(path: Path, timers: int, rate: float, window: float) -> Metrics:
-    """Schedule B (and ``timers`` of A, if any), wait for every one to start, measure."""
+async def _side(
+    path: Path, timers: int, rate: float, window: float, isolated: bool = False
+) -> Metrics:
+    """Schedule B (and ``timers`` of A, if any), wait for every one to start, measure;
+    ``isolated``: without compaction and with the heap frozen (see the module docstring)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
     a_starts: list[float] = []
@@ -103,7 +115,9 @@ async def _side(path: Path, timers: int, rate: float, window: float) -> Metrics:
         if len(b_late) >= expected[1]:
             check()
 
-    engine = new_engine(path, durability="normal")
+    engine = new_engine(
+        path, durability="normal", **({"compact_min_records": NO_COMPACTION} if isolated else {})
+    )
     engine.register("b", b)
     if timers:
         engine.register("a", a, rate=rate)
@@ -118,6 +132,9 @@ async def _side(path: Path, timers: int, rate: float, window: float) -> Metrics:
             await engine.schedule_many(
                 [{"handler": "a", "at": t0 + (first + i) / timers} for i in range(count)]
             )
+        if isolated:
+            gc.collect()
+            gc.freeze()
         scheduled = time.time()
         if scheduled > t0 - 0.2:
             raise RuntimeError(
@@ -140,15 +157,15 @@ async def _side(path: Path, timers: int, rate: float, window: float) -> Metrics:
     }
 
 
-def child(path: str, timers: int, rate: float, window: float) -> None:
+def child(path: str, timers: int, rate: float, window: float, isolated: bool) -> None:
     """Entry point of the measuring subprocess: prints one JSON line of metrics."""
-    print(json.dumps(asyncio.run(_side(Path(path), timers, rate, window))))
+    print(json.dumps(asyncio.run(_side(Path(path), timers, rate, window, isolated))))
 
 
-def _in_subprocess(path: Path, timers: int, sizes: Sizes) -> Metrics:
+def _in_subprocess(path: Path, timers: int, sizes: Sizes, isolated: bool = False) -> Metrics:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    args = [str(path), str(timers), repr(sizes.rate), repr(sizes.ideal)]
+    args = [str(path), str(timers), repr(sizes.rate), repr(sizes.ideal), str(int(isolated))]
     proc = subprocess.run(
         [sys.executable, "-m", "bench.compare.mass_expiry", *args],
         capture_output=True,
@@ -180,6 +197,14 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
             lambda: _in_subprocess(cfg.scratch / "mass-expiry-beside.db", sizes.timers, sizes),
             skip=skip,
             note=f"A: {sizes.timers:,} timers due in one second, rate={sizes.rate:g}",
+        ),
+        Contender(
+            ISOLATED,
+            lambda: _in_subprocess(
+                cfg.scratch / "mass-expiry-isolated.db", sizes.timers, sizes, isolated=True
+            ),
+            skip=skip or ("the full run only" if cfg.quick else None),
+            note="the journal's automatic compaction held off, gc.freeze() after scheduling",
         ),
     ]
     comparison = FIGURE.compare(
@@ -226,4 +251,4 @@ def targets(cfg: Config) -> list[Target]:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    child(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]))
+    child(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5] == "1")

@@ -46,7 +46,9 @@ def test_one_side_measures_a_and_b_at_a_tiny_size(tmp_path: Path) -> None:
 def test_the_report_has_b_alone_as_anchor_and_the_targets(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    def measured(path: Path, timers: int, sizes: mass_expiry.Sizes) -> Metrics:
+    def measured(
+        path: Path, timers: int, sizes: mass_expiry.Sizes, isolated: bool = False
+    ) -> Metrics:
         beside = timers > 0
         return {
             "p99": 0.03 if beside else 0.01,
@@ -64,6 +66,8 @@ def test_the_report_has_b_alone_as_anchor_and_the_targets(
     assert (comp.key, comp.figure, comp.anchor) == ("mass_expiry", "10", mass_expiry.ALONE)
     assert comp.extra_metrics == ["a_seconds", "a_x_ideal", "peak_rate", "rss_mb"]
     assert comp.ratios[mass_expiry.BESIDE].median == pytest.approx(1 / 3)  # 10 ms over 30 ms
+    isolated = comp.result(mass_expiry.ISOLATED)
+    assert isolated is not None and isolated.skipped == "the full run only"  # quick: two sides
     text = format_comparison(comp)
     assert "Figure 10" in text and mass_expiry.BESIDE in text and "a_x_ideal" in text
     results = evaluate_targets(mass_expiry.targets(cfg), {comp.key: comp})

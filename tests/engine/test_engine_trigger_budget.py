@@ -62,9 +62,7 @@ async def test_a_timer_cancelled_in_the_backlog_never_runs() -> None:
     due = START + 0.5
     async with engine:
         sizes = _count_hand_ons(engine)
-        await engine.schedule_many(
-            [{"handler": "h", "at": due, "key": f"k{i}"} for i in range(N)]
-        )
+        await engine.schedule_many([{"handler": "h", "at": due, "key": f"k{i}"} for i in range(N)])
         trigger = engine._trigger
         original = trigger._on_due
 
