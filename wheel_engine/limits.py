@@ -14,7 +14,8 @@ charged nothing, so a crash while it waits costs it no attempt. When the gate ca
 slot is released, or the token bucket has refilled, at the time the clock says: never earlier,
 and no callback at all while nothing waits), it moves a batch of at most ``WAKE_BATCH`` parked
 timers, as many as can start, to the **tail** of the starter's queue; the next batch moves once
-the last of these is taken. So a timer of another handler that becomes due has at most one such
+the last of these is taken, in a loop callback of its own (so one start group holds at most one
+batch of a backlog). So a timer of another handler that becomes due has at most one such
 batch (and the start group under way) before it in the starter's queue, however long the
 backlog; and a backlog of N costs O(1) per start: the line is never rescanned.
 
