@@ -79,3 +79,20 @@ async def test_a_timer_cancelled_in_the_backlog_never_runs() -> None:
         assert [str(await cancel) for cancel in cancels] == ["CANCELED"]
         assert len(fired) == N - 1 and f"k{N - 1}" not in fired
         assert engine.stats()["pending"] == 0
+
+
+async def test_another_handlers_timer_is_not_held_behind_a_handlers_backlog() -> None:
+    clock = VirtualClock(START)
+    engine = Engine(None, clock=clock, tick=TICK)
+    order: list[str] = []
+    engine.register("a", lambda firing: order.append("a"))
+    engine.register("b", lambda firing: order.append("b"))
+    due = START + 0.5
+    async with engine:
+        sizes = _count_hand_ons(engine)
+        await engine.schedule_many([{"handler": "a", "at": due} for _ in range(N)])
+        await engine.schedule("b", at=due)  # due with them, after them in version order
+        await clock.advance(0.5)
+        await clock.advance(0)
+        assert len(order) == N + 1 and max(sizes) <= HAND_ON_BUDGET + 1
+        assert order.index("b") <= HAND_ON_BUDGET  # in the first part, not after N of a's
