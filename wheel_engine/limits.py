@@ -1,19 +1,23 @@
 """Flow control per handler: the gates that hold a limited handler's due timers back.
 
 A handler registered with ``concurrency`` or ``rate`` (:mod:`wheel_engine.limit_options`) gets
-a :class:`Gate`. While any handler is limited, the starter (:mod:`wheel_engine.starting`) asks
-:meth:`Limits.admit_and_take` (its ``admit`` seam) right before it takes a due timer into a
+a :class:`Gate`. While any handler is limited, the starter (:mod:`wheel_engine.starting`) hands
+each due timer of a limited handler to its gate (:meth:`Gate.arrive`) instead of its own queue,
+asks :meth:`Limits.admit_and_take` (its ``admit`` seam) right before it takes a due timer into a
 start group, and tells :meth:`Limits.release` when an attempt ended (or was given back). Nothing
 else of the start path knows about limits; with no limited handler the seam is unset.
 
-A timer the gate refuses is **parked** in the gate's own FIFO line, off the starter's queue: it
-stays ``PENDING`` and ``QUEUED`` (so a cancel or a replace reaches it as in the queue, its entry
-going stale) and is charged nothing, so a crash while it waits costs it no attempt. When the gate
-can start more (a slot is released, or the token bucket has refilled, at the time the clock
-says: never earlier, and no callback at all while nothing waits), it moves a batch of at most
-``WAKE_BATCH`` parked timers, as many as can start, to the **tail** of the starter's queue: other
-handlers' timers already queued start first, so one handler's backlog never delays another's
-by more than one such batch. A backlog of N costs O(1) per start: the line is never rescanned.
+A due timer that cannot start now is **parked** in the gate's own line
+(:mod:`wheel_engine.limit_queue`), never in the starter's queue: it stays ``PENDING`` and
+``QUEUED`` (so a cancel or a replace reaches it as in the queue, its entry going stale) and is
+charged nothing, so a crash while it waits costs it no attempt. When the gate can start more (a
+slot is released, or the token bucket has refilled, at the time the clock says: never earlier,
+and no callback at all while nothing waits), it moves a batch of at most ``WAKE_BATCH`` parked
+timers, as many as can start, to the **tail** of the starter's queue; the next batch moves once
+the last of these is taken, in a loop callback of its own (so one start group holds at most one
+batch of a backlog). So a timer of another handler that becomes due has at most one such
+batch (and the start group under way) before it in the starter's queue, however long the
+backlog; and a backlog of N costs O(1) per start: the line is never rescanned.
 
 Order within a handler: the line is kept in ``(due, version)`` order, and a timer of a handler
 whose line (or whose batch moved to the queue) holds an earlier one is parked behind it.
@@ -23,7 +27,6 @@ Everything runs on the loop thread, like the starter.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -32,7 +35,9 @@ from typing import Any, Final, Protocol
 from wheel_engine.clock import Cancellable, Clock
 from wheel_engine.events import EventBus
 from wheel_engine.limit_options import HandlerLimits
+from wheel_engine.limit_queue import WaitingLine
 from wheel_engine.timer import QUEUED, Timer
+from wheel_engine.token_bucket import TokenBucket
 
 __all__ = ["WAKE_BATCH", "Gate", "Limits", "TokenBucket"]
 
@@ -45,49 +50,6 @@ REFILL_QUANTUM: Final = 0.005
 #: While moved timers wait in the starter's queue (the engine is saturated), the line looks again
 #: this often, in case they were all cancelled there (a cancel does not tell the gate).
 STALE_RECHECK: Final = 1.0
-#: Slack on a token count, in seconds of refill: epoch seconds are floats with a resolution of
-#: about 0.2 us, so a refill armed for exactly one token can read 0.999999 tokens when it runs.
-_SLACK_SECONDS: Final = 1e-6
-
-
-class TokenBucket:
-    """``burst`` tokens, refilled at ``rate`` per second of the wall clock; one per start.
-
-    Starts per interval of length T are at most ``burst + rate * T``. A wall clock set back
-    restarts the refill from the new reading (tokens are never taken away, never added for the
-    jump)."""
-
-    __slots__ = ("burst", "rate", "slack", "stamp", "tokens")
-
-    def __init__(self, rate: float, burst: int, now: float) -> None:
-        self.rate = rate
-        self.burst = burst
-        self.tokens = float(burst)
-        self.stamp = now
-        self.slack = min(0.5, rate * _SLACK_SECONDS)  # tokens a time's rounding may hide
-
-    def level(self, now: float) -> float:
-        """The tokens available at ``now`` (refilled up to it)."""
-        if now > self.stamp:
-            self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-        return self.tokens
-
-    def can_take(self, now: float) -> bool:
-        return self.level(now) >= 1.0 - self.slack
-
-    def take(self, now: float) -> None:
-        """One token (the caller checked :meth:`can_take`)."""
-        self.tokens = max(0.0, self.level(now) - 1.0)
-
-    def whole(self, now: float) -> int:
-        """Whole tokens available at ``now``."""
-        return math.floor(self.level(now) + self.slack)
-
-    def ready_at(self, count: float) -> float:
-        """The wall time at which ``count`` tokens (at most ``burst``) are available."""
-        wanted = min(float(self.burst), count)
-        return self.stamp + max(0.0, wanted - self.tokens) / self.rate
 
 
 class Starts(Protocol):
@@ -136,7 +98,7 @@ class Gate:
         self._starts = starts
         self._wake_handle: Cancellable | None = None
         self.running = 0  # attempts of this handler taken by the starter and not ended
-        self.parked: deque[Timer] = deque()  # waiting here, in (due, version) order
+        self.parked = WaitingLine()  # waiting here, in (due, version) order
         self.woken: deque[Timer] = deque()  # moved to the starter's queue, not taken yet
         self.throttled = 0  # timers parked since start (each time one had to wait)
         self.blocked_on = "slot"  # what the line waits for: "slot" or "token"
@@ -156,6 +118,22 @@ class Gate:
         self.wake()
 
     # ------------------------------------------------------------------ the start path
+    def arrive(self, timer: Timer, now: float) -> None:
+        """A due timer of this handler (``QUEUED``, off the trigger): to the tail of the
+        starter's queue if it can start now and none of this handler waits before it, else
+        straight into the line. Never into the shared queue to wait there: other handlers'
+        timers are never queued behind this handler's backlog."""
+        woken = self.woken
+        if (
+            not self.parked
+            and (not woken or (woken[-1].due, woken[-1].seq) <= (timer.due, timer.seq))
+            and self._room(now) > len(woken)
+        ):
+            self._queue.append(timer)
+            woken.append(timer)
+        else:
+            self._line(timer, now)
+
     def admit(self, timer: Timer, now: float) -> bool:
         """May ``timer`` (at the head of the starter's queue) start now? If not, it leaves the
         queue and is parked here, still PENDING and uncharged. Takes nothing: :meth:`took` does,
@@ -176,13 +154,16 @@ class Gate:
             return False
         return True
 
-    def took(self, now: float) -> None:
-        """The starter took an admitted timer: a slot and a token are its own now."""
+    def took(self, timer: Timer, now: float) -> None:
+        """The starter takes ``timer`` (admitted): a slot and a token are its own now."""
         self.running += 1
         if self.bucket is not None:
             self.bucket.take(now)
+        woken = self.woken
+        if woken and woken[0] is timer:  # still QUEUED until the starter charges it
+            woken.popleft()
         if self.parked and not self._outstanding():
-            self.wake()  # the last woken one is taken: the next batch, if it can start
+            self._wake_soon()  # the last woken one is taken: the next batch, if it can start
 
     def release(self) -> None:
         """One of this handler's attempts ended (or was given back before it ran)."""
@@ -202,27 +183,19 @@ class Gate:
         if self._outstanding():  # the last one taken wakes the line; a cancelled one would not
             self._wake_handle = self._clock.call_at(self._clock.time() + STALE_RECHECK, self.wake)
             return
-        room = WAKE_BATCH
-        if self.concurrency is not None:
-            room = min(room, self.concurrency - self.running)
-            if room <= 0:
-                self.blocked_on = "slot"
-                return  # a release wakes the line
-        bucket = self.bucket
-        if bucket is not None:
-            room = min(room, bucket.whole(self._clock.time()))
-            if room <= 0:
-                self.blocked_on = "token"
+        room = self._room(self._clock.time())
+        if room <= 0:
+            if self.blocked_on == "token":
                 self._wake_at_refill()
-                return
+            return  # else a release wakes the line
         parked = self.parked
         queue = self._queue
         woken = self.woken
         moved = 0
-        while parked and moved < room:
-            timer = parked.popleft()
-            if timer.where != QUEUED:  # cancelled or replaced while it waited
-                continue
+        while moved < room:
+            timer = parked.pop()  # cancelled or replaced ones are dropped on the way
+            if timer is None:
+                break
             queue.append(timer)
             woken.append(timer)
             moved += 1
@@ -238,8 +211,7 @@ class Gate:
     def release_all(self) -> list[Timer]:
         """The handler is registered again without limits: every parked timer, to queue."""
         self.close()
-        timers = [timer for timer in self.parked if timer.where == QUEUED]
-        self.parked.clear()
+        timers = list(self.parked.drain())
         self.woken.clear()
         return timers
 
@@ -265,6 +237,22 @@ class Gate:
         }
 
     # ------------------------------------------------------------------ the line
+    def _room(self, now: float) -> int:
+        """How many may be moved to the starter's queue now, at most ``WAKE_BATCH`` (and what
+        the line waits for, when none)."""
+        room = WAKE_BATCH
+        if self.concurrency is not None:
+            room = min(room, self.concurrency - self.running)
+            if room <= 0:
+                self.blocked_on = "slot"
+                return 0
+        if self.bucket is not None:
+            room = min(room, self.bucket.whole(now))
+            if room <= 0:
+                self.blocked_on = "token"
+                return 0
+        return room
+
     def _outstanding(self) -> bool:
         """Some timers moved to the starter's queue are not taken yet (drops the others)."""
         woken = self.woken
@@ -276,27 +264,30 @@ class Gate:
         """The earliest timer of this handler still waiting: woken or parked."""
         if self._outstanding():
             return self.woken[0]
-        parked = self.parked
-        while parked and parked[0].where != QUEUED:
-            parked.popleft()
-        return parked[0] if parked else None
+        return self.parked.first()
 
     def _park(self, timer: Timer, now: float) -> None:
+        """``timer``, at the head of the starter's queue, may not start: into the line."""
         self._queue.popleft()  # it is the queue's head (see admit)
         woken = self.woken
         if woken and woken[0] is timer:  # moved to the queue, refused there after all
             woken.popleft()
-        parked = self.parked
-        if not parked or (parked[-1].due, parked[-1].seq) <= (timer.due, timer.seq):
-            parked.append(timer)  # the common case: due after everything parked
-        else:  # due earlier (a past due time, a quick retry): into its place in the line
-            keys = [(waiting.due, waiting.seq) for waiting in parked]
-            parked.insert(bisect.bisect_right(keys, (timer.due, timer.seq)), timer)
+        self._line(timer, now)
+
+    def _line(self, timer: Timer, now: float) -> None:
+        self.parked.push(timer)
         self.throttled += 1
         if self._events.active:
             self._events.throttled(timer, now)
         if self._wake_handle is None and not self._outstanding():
             self.wake()  # behind an earlier one: make sure something wakes the line
+
+    def _wake_soon(self) -> None:
+        """Wake the line in a loop callback of its own, not inside the start group being taken:
+        its batch joins the queue's tail behind what came due meanwhile, and a start group
+        holds at most one batch of this handler's backlog."""
+        if self._wake_handle is None and not self._starts.closing:
+            self._wake_handle = self._clock.call_at(self._clock.time(), self.wake)
 
     def _wake_at_refill(self) -> None:
         bucket = self.bucket
@@ -336,6 +327,15 @@ class Limits:
         # Only while a handler is limited: the starter's fast paths need no seam otherwise.
         self._starts.admit = self.admit_and_take if self.gates else None
 
+    def arrive(self, timer: Timer, now: float) -> bool:
+        """A due timer, off the trigger: True if its handler is limited and its gate took it
+        (:meth:`Gate.arrive`); False: it joins the starter's queue."""
+        gate = self.gates.get(timer.handler)
+        if gate is None:
+            return False
+        gate.arrive(timer, now)
+        return True
+
     def release(self, timer: Timer) -> None:
         """``timer``'s attempt ended: its handler's slot is free."""
         if not self.gates:
@@ -364,7 +364,7 @@ class Limits:
             return True
         now = self._clock.time()
         if gate.admit(timer, now):
-            gate.took(now)
+            gate.took(timer, now)
             return True
         self._starts.start_later()
         return False

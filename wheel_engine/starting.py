@@ -129,6 +129,7 @@ class Starter(SlotOwner):
         handlers = self._handlers
         table = self._table
         ready = self._ready
+        gates = self.limits.gates  # a limited handler's due timers go to its gate (.limits)
         queued = 0
         for timer in batch:
             if timer.due > now:  # float rounding of the tick: never early, try next tick
@@ -144,7 +145,8 @@ class Starter(SlotOwner):
                 self._outcomes.give_up(timer, f"attempt {timer.attempts} was interrupted", now)
                 continue
             timer.where = QUEUED
-            ready.append(timer)
+            if not gates or not self.limits.arrive(timer, now):
+                ready.append(timer)
             queued += 1
         if queued:
             table.queued += queued

@@ -20,8 +20,17 @@ again at once, as it runs ``call_at`` callbacks that fell due meanwhile. A held 
 PENDING and counted as queued (``Timer.where == QUEUED``), as in the starter's queue, so a
 cancel or a replace takes it out the same way (its entry here goes stale and is dropped).
 
+**At most** :data:`HAND_ON_BUDGET` **due timers of a handler per callback.** A mass expiry
+(hundreds of thousands of one handler's timers due in one tick) is handed on over several
+callbacks, other callbacks (start groups, commits, the application's) running between them. The
+rest waits in that handler's **backlog**, in the order taken, ``QUEUED`` like a held timer, and
+that handler's timers that fall due meanwhile join its tail; other handlers' timers are not
+held behind it. The callback is armed again at once while a backlog is not empty. Handing on
+costs O(1) per timer (a limited handler's go to its gate's line: :mod:`wheel_engine.limits`).
+
 Guaranteed: no timer is handed on before its due time by the clock; held ones are handed on in
-(due, version) order, the earliest first (the one that waited longest since its due).
+(due, version) order, the earliest first (the one that waited longest since its due); a
+handler's backlog keeps the order its timers were taken in.
 
 Everything here runs on the loop thread; nothing awaits.
 """
@@ -31,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import math
 import operator
+from collections import deque
 from collections.abc import Callable
 from typing import Final
 
@@ -40,6 +50,9 @@ from wheel_engine.timers import TimerTable
 from wheel_engine.wheel.entry import DETACHED
 
 _by_due: Final = operator.attrgetter("due")  # the held list's sort key: earliest due first
+#: Due timers handed on per clock callback (see the module docstring): a few milliseconds of
+#: the starter's routing, so a mass expiry never holds the loop for long.
+HAND_ON_BUDGET: Final = 4096
 
 
 def _nothing_due(batch: list[Timer], now: float) -> None:
@@ -65,6 +78,7 @@ class Trigger:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._staging = False  # an idle-time staging callback is queued
         self._held: list[Timer] = []  # not due yet, in due order (see the module docstring)
+        self._backlog: dict[str, deque[Timer]] = {}  # per handler: due, over its budget
         self._armed_for = 0.0  # the wall time the armed callback was wanted at
         self._asked_at = -math.inf  # the time last asked of the clock's call_at
         self._not_before = -math.inf  # after a callback the loop ran early: no arming before
@@ -131,6 +145,8 @@ class Trigger:
         held = self._held
         if held and (when is None or held[0].due < when):
             when = held[0].due  # perhaps a stale entry's: that callback drops it
+        if self._backlog:
+            when = self._clock.time()  # due already: the next part at once
         return when
 
     def _start_of(self, tick: int) -> float:
@@ -173,6 +189,8 @@ class Trigger:
             batch = self._release(now, batch)
         if batch and batch[-1].tick >= current:
             batch = self._hold(now, batch)
+        if self._backlog or len(batch) > HAND_ON_BUDGET:
+            batch = self._within_budget(batch)
         if batch:
             self._on_due(batch, now)
         table.purge_finished(now)
@@ -196,6 +214,42 @@ class Trigger:
         self._table.queued += len(held) - before
         if len(held) > 1:
             held.sort(key=_by_due)  # stable: equal dues keep their (version) order
+        return due
+
+    def _within_budget(self, batch: list[Timer]) -> list[Timer]:
+        """What to hand on now: per handler, the first :data:`HAND_ON_BUDGET` live timers of its
+        backlog, then of ``batch``; the rest joins (or starts) its backlog, ``QUEUED``."""
+        backlog = self._backlog
+        table = self._table
+        due: list[Timer] = []
+        taken: dict[str, int] = {}
+        for handler, waiting in list(backlog.items()):
+            count = 0
+            while waiting and count < HAND_ON_BUDGET:
+                timer = waiting.popleft()
+                if timer.where == QUEUED:  # else cancelled or replaced while it waited here
+                    timer.where = DETACHED
+                    due.append(timer)
+                    count += 1
+            table.queued -= count
+            taken[handler] = count
+            if not waiting:
+                del backlog[handler]
+        held_back = 0
+        for timer in batch:
+            handler = timer.handler
+            line = backlog.get(handler)
+            if line is None:
+                count = taken.get(handler, 0)
+                if count < HAND_ON_BUDGET:
+                    taken[handler] = count + 1
+                    due.append(timer)
+                    continue
+                line = backlog[handler] = deque()
+            timer.where = QUEUED
+            line.append(timer)
+            held_back += 1
+        table.queued += held_back
         return due
 
     def _release(self, now: float, batch: list[Timer]) -> list[Timer]:

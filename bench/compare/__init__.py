@@ -42,6 +42,7 @@ FIGURES: dict[str, tuple[str, str]] = {
     "scaling": ("7", "scaling"),
     "nodes": ("8", "nodes"),
     "transactional": ("9", "transactional"),
+    "mass_expiry": ("10", "mass_expiry"),
 }
 
 
