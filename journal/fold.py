@@ -47,9 +47,12 @@ def fold_sealed(
     after_seq: int,
     max_version: int,
     make: RowFactory[RowT] = TimerRow,  # type: ignore[assignment]  # RowT is TimerRow then
+    kinds: set[int] | None = None,
 ) -> int:
     """Check and fold stored (schema 2) records: ``(kind, body)`` rows, the records right after
-    ``after_seq`` in seq order, rows made by ``make``. Returns the new max version.
+    ``after_seq`` in seq order, rows made by ``make``. Returns the new max version. ``kinds``,
+    when given, gets the kind of every record folded other than a schedule (recovery asks
+    whether any attempt was: without one, no row can be RUNNING).
 
     Raises :class:`JournalCorrupt` naming the first record that is damaged (checksum, shape, a
     kind column that is not its sealed kind) or not in its place (a record missing, moved or
@@ -87,6 +90,8 @@ def fold_sealed(
                 version = schedule_rule(timers, fields, make)
             else:
                 version = fold[kind](timers, fields, make)
+                if kinds is not None:
+                    kinds.add(kind)
             if version > max_version:
                 max_version = version
     except Exception as exc:
@@ -114,9 +119,11 @@ def fold_records(
     rows: list[tuple[int, int, bytes]],
     max_version: int,
     make: RowFactory[RowT] = TimerRow,  # type: ignore[assignment]  # RowT is TimerRow then
+    kinds: set[int] | None = None,
 ) -> int:
     """Fold schema-1 ``(seq, kind, body)`` rows (no checksums) in order. Returns the new max
-    version; raises :class:`JournalCorrupt` naming the first damaged record's seq."""
+    version; raises :class:`JournalCorrupt` naming the first damaged record's seq. ``kinds``:
+    as :func:`fold_sealed`'s (here every kind folded is added)."""
     unpackb = msgpack.unpackb
     fold = FOLD
     seq = kind = body = None
@@ -127,6 +134,8 @@ def fold_records(
             )
             if version > max_version:
                 max_version = version
+            if kinds is not None:
+                kinds.add(kind)
     except Exception as exc:
         codec.decode(kind, body, seq=seq)  # type: ignore[arg-type]  # raises with the reason
         raise JournalCorrupt(f"record {seq}: damaged ({exc!r})", seq=seq) from exc
@@ -140,6 +149,7 @@ def fold_snapshot(
     *,
     sealed: bool = True,
     make: RowFactory[RowT] = TimerRow,  # type: ignore[assignment]  # RowT is TimerRow then
+    states: set[int] | None = None,
 ) -> int:
     """Decode ``(key, state, updated_at, body)`` snapshot rows into ``timers`` (rows made by
     ``make``).
@@ -147,7 +157,8 @@ def fold_snapshot(
     The same checks as :func:`journal.codec.decode_row` (``decode_row_v1`` when not
     ``sealed``), inlined, with one CRC pass and one streaming decode for the whole batch (as
     :func:`fold_sealed`). Returns the new max version; raises
-    :class:`~journal.errors.JournalCorrupt` naming the first damaged row's key.
+    :class:`~journal.errors.JournalCorrupt` naming the first damaged row's key. ``states``,
+    when given, gets the state code of every row folded.
     """
     decode_row = codec.decode_row if sealed else codec.decode_row_v1
     values: Iterable[tuple[Any, ...]]
@@ -164,7 +175,7 @@ def fold_snapshot(
         values = unpacker
     else:  # schema 1: no checksums, so each body is decoded on its own (exact framing)
         values = map(_as_sealed_v1, rows)
-    states = STATES
+    state_of = STATES
     n_states = len(STATES)
     new_row = make
     handlers: dict[str, str] = {}
@@ -217,7 +228,7 @@ def fold_snapshot(
                 handlers.setdefault(handler, handler),
                 due,
                 payload,
-                states[state],
+                state_of[state],
                 attempts,
                 last_error,
                 first_attempt_at,
@@ -225,6 +236,8 @@ def fold_snapshot(
             )
             if trace is not None:
                 timer.trace = trace
+            if states is not None:
+                states.add(state)
     except Exception as exc:
         for row in rows:
             decode_row(*row)  # raises with the reason

@@ -60,6 +60,30 @@ async def test_fold_with_stale_records_and_running_to_pending(db: str) -> None:
     await j.close()
 
 
+async def test_a_running_row_in_the_snapshot_comes_back_interrupted(db: str) -> None:
+    # The snapshot holds "a" RUNNING and the tail no attempt at all: the snapshot's state alone
+    # must make recovery look for interrupted rows.
+    await write(db, [Schedule("a", 1, "h", 10.0, None, 1.0), Attempt("a", 1, 1, 10.1)])
+    j = await Journal.open(db)
+    await j.compact(retention=3600.0, now=20.0)
+    await j.close()
+    await write(db, [Schedule("b", 2, "h", 11.0, None, 2.0), Cancel("b", 2, 3.0)])
+    j = await Journal.open(db)
+    rec = await j.recover()
+    await j.close()
+    assert rec.snapshot_rows == 1
+    assert rec.interrupted == ["a"]
+    assert (rec.timers["a"].state, rec.timers["a"].attempts) == ("PENDING", 1)
+
+
+async def test_no_attempt_and_no_running_row_means_nothing_interrupted(db: str) -> None:
+    await write(db, [Schedule("a", 1, "h", 10.0, None, 1.0), Ack("a", 1, 10.1)])
+    j = await Journal.open(db)
+    rec = await j.recover()
+    await j.close()
+    assert (rec.interrupted, rec.timers["a"].state) == ([], "SUCCEEDED")
+
+
 async def test_readonly_recover_matches_and_progress_is_reported(db: str) -> None:
     records = [Schedule(f"k{i}", i + 1, "h", float(i), None, 0.0) for i in range(120_000)]
     await write(db, records)
