@@ -37,7 +37,7 @@ from journal.errors import JournalCorrupt, JournalError
 from journal.meta import MetaInfo
 from journal.migration import migrate
 from journal.objects import expected_objects, schema_objects, unexpected
-from journal.ownfiles import journal_size, refuse_planted, secure_sidecars
+from journal.ownfiles import journal_size, own_path, refuse_planted, secure_sidecars
 from journal.watermark import new_journal_id
 
 __all__ = [
@@ -126,23 +126,36 @@ def is_sqlite_database(path: str) -> bool:
     """Whether the regular file at ``path`` holds an SQLite database (read as in
     :func:`check_header`: immutable, no lock taken or dropped, no file created)."""
     return (
-        _immutable_read(path, lambda con: con.execute("PRAGMA schema_version").fetchone())
-        is not None
+        _sqlite_read(path, lambda con: con.execute("PRAGMA schema_version").fetchone()) is not None
     )
 
 
 def _is_ours(path: str) -> bool:
+    """Whether ``path`` is a journal. First through an immutable connection, which reads the main
+    file alone. A journal in use has a WAL beside it, whose newer pages that read does not see,
+    and a checkpoint may be rewriting the main file under it (a torn read): where the WAL and
+    its index are both there, and no link is planted among them, a "no" is asked again through
+    a plain read-only connection, which reads them consistently and creates no file."""
+
     def ours(con: sqlite3.Connection) -> bool:
         (app_id,) = con.execute("PRAGMA application_id").fetchone()
         return bool(app_id == APPLICATION_ID or (app_id == 0 and _tables(con) == _TABLES))
 
-    return bool(_immutable_read(path, ours))
+    if _sqlite_read(path, ours):
+        return True
+    if not all(os.path.isfile(own_path(path, side)) for side in ("-wal", "-shm")):
+        return False
+    refuse_planted(path)
+    return bool(_sqlite_read(path, ours, immutable=False))
 
 
-def _immutable_read(path: str, read: Callable[[sqlite3.Connection], T]) -> T | None:
-    """``read(connection)`` on an immutable read-only connection, or None if SQLite cannot read
-    the file as a database."""
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+def _sqlite_read(
+    path: str, read: Callable[[sqlite3.Connection], T], *, immutable: bool = True
+) -> T | None:
+    """``read(connection)`` on an immutable read-only connection (``immutable=False``: a plain
+    read-only one), or None if SQLite cannot read the file as a database."""
+    flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?" + flags
     try:
         con = sqlite3.connect(uri, uri=True)
         try:

@@ -14,6 +14,7 @@ import pytest
 
 from journal import Journal, JournalCorrupt, JournalError, JournalLocked
 from journal.records import Schedule
+from journal.schema import APPLICATION_ID, check_header
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -236,3 +237,27 @@ async def test_check_and_info_on_a_healthy_journal(db: str) -> None:
     assert (info.snapshot_rows, info.max_version, info.schema_version) == (10, 10, 2)
     assert info.file_bytes > 0
     await j.close()
+
+
+@pytest.mark.parametrize("ours", [True, False])
+async def test_a_journal_whose_newest_pages_are_in_its_wal_is_told_apart(
+    db: str, ours: bool
+) -> None:
+    """A journal in use keeps its newest pages in the WAL, and a checkpoint rewrites the main
+    file under a reader: recognising the journal from the main file alone said "not a
+    wheel-engine journal" beside a running engine (the hostile-clients test caught it). Here
+    the application id is in the WAL only, held there by a connection that never
+    checkpoints; a database that is not ours is still refused."""
+    con = sqlite3.connect(db)
+    try:
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("PRAGMA wal_autocheckpoint = 0")
+        con.execute(f"PRAGMA application_id = {APPLICATION_ID if ours else 1234}")
+        assert os.path.getsize(db) > 0 and os.path.getsize(db + "-wal") > 0
+        if ours:
+            check_header(db)
+        else:
+            with pytest.raises(JournalError, match="not a wheel-engine journal"):
+                check_header(db)
+    finally:
+        con.close()
