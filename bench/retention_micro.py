@@ -1,15 +1,17 @@
 """The retention window's cost per finished timer: CPU microseconds per timer, median of rounds.
 
-Run it on two trees alternately to compare them (pure build: no compiled module is imported
-from a tree that has none; run it from inside the tree whose build it should import)::
+Run it from inside a tree, on two trees alternately to compare them (``-m`` puts the current
+directory first, so that tree's ``wheel_engine`` is imported: pure where it has no compiled
+module; the line it prints says which)::
 
-    PYTHONPATH=<tree> /work/main/.venv/bin/python bench/retention_micro.py --rounds 5
+    cd <tree> && /work/main/.venv/bin/python -m bench.retention_micro --rounds 5
 
 Each round starts a fresh engine (not timed) and times one workload of ``--timers`` timers, on
 the process's CPU clock (the machine is shared); the workloads take turns within a round.
 
 - ``fire``: in memory, ``schedule_many`` in batches of 1,000, every timer due at once, then
-  every one fires into a plain handler that only counts (the count says when all have fired).
+  every one fires into a plain handler that only counts (the count says when all have fired),
+  on a ``VirtualClock`` moved a tick at a time.
   ``--max-retained`` (default 1,000) is the engine's: below ``--timers``, every finished timer
   enters the window and is forgotten again, the window's whole cost per timer.
 - ``window``: the retention window alone, on finished timers made beforehand (not timed):
@@ -21,8 +23,8 @@ For instruction counts, run one workload once under callgrind, with ``--timers 1
 ``--timers 0`` (the engine, the interpreter and the imports alone), and divide the difference
 by 100,000 (one command, on one line)::
 
-    PYTHONPATH=<tree> valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p
-        /work/main/.venv/bin/python bench/retention_micro.py --rounds 1 --only fire
+    cd <tree> && valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p
+        /work/main/.venv/bin/python -m bench.retention_micro --rounds 1 --only fire
         --timers 100000
 """
 
@@ -39,6 +41,7 @@ from bench.compare.peers import Countdown
 from wheel_engine import Engine
 from wheel_engine.model import TimerState
 from wheel_engine.retention import RetentionWindow
+from wheel_engine.testing import VirtualClock
 from wheel_engine.timer import Timer
 
 H = "bench"
@@ -48,7 +51,8 @@ RETENTION = 3600.0
 
 async def _fire(n: int, max_retained: int) -> float:
     """Seconds of CPU to schedule and fire ``n`` timers on a fresh in-memory engine."""
-    engine = Engine(None, tick=0.001, retention=RETENTION, max_retained=max_retained)
+    clock = VirtualClock()  # callgrind's counts repeat: no real time decides how fires batch
+    engine = Engine(None, tick=0.001, clock=clock, retention=RETENTION, max_retained=max_retained)
     fired = Countdown(n, time.process_time)  # the plain handler: it only counts
     engine.register(H, fired.tick)
     await engine.start()
@@ -60,8 +64,8 @@ async def _fire(n: int, max_retained: int) -> float:
             await engine.schedule_many(
                 [{"handler": H, "at": at} for _ in range(min(BATCH, n - first))]
             )
-        if n:
-            await fired.done
+        while not fired.done.done() and n:
+            await clock.advance(0.001)
         return time.process_time() - started
     finally:
         await engine.close()
