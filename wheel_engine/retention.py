@@ -3,21 +3,25 @@
 Every SUCCEEDED or CANCELED timer that is still its key's latest version enters the window when
 it finishes and stays readable until it is older than ``retention`` seconds or more than
 ``max_retained`` are kept; then :meth:`RetentionWindow.purge` forgets the oldest, from the
-window and from the table's index by key. A ``deque``, not an ``OrderedDict``: it appends in
-O(1) and never moves its entries, where a dict rehashes as it grows, while a burst fires.
+window and from the table's index by key. A ``deque`` of the timers alone, not an
+``OrderedDict`` and no per-timer key or stamp: entering is one append, which never rehashes or
+moves an entry while a burst fires, and the key -> timer lookup stays the table's own dict. The
+finishing time a purge compares is the timer's own ``updated_at``, which no transition changes
+while it is retained (each way out of a finished state goes through :meth:`discard` first).
 
 A deque cannot drop an entry from its middle, so a timer that stops being retained (replaced by
-a new version, forgotten by a node, un-cancelled, taken back) leaves its entry behind, stale.
-An entry is *live* when its timer is still its key's timer in ``timers``, still SUCCEEDED or
-CANCELED, and still has the ``updated_at`` it had when it entered (the entry keeps that float):
-a timer that left and re-entered (un-cancelled, then finished again) has a newer entry, and the
-old one is stale. Stale entries are dropped when they reach the front, and never count.
+a new version, forgotten by a node, un-cancelled, taken back) leaves its entry behind, stale:
+:meth:`discard` marks it, counting per timer how many of its entries are stale. Those are
+always its oldest ones (a timer has at most one live entry, its newest: it enters again only
+after it left), so a mark is used up by the first entry of that timer that reaches the front,
+and a timer that left and entered again (un-cancelled, then finished again; taken back) keeps
+its newer entry. Stale entries are dropped when they reach the front, and never count. The
+marks are a dict touched only on those rare paths: the fire path pays one truth test of it.
 
-Guaranteed: ``len(window)`` is the number of retained timers (those live, as the callers keep
-it: :meth:`add` when a timer starts being retained, :meth:`discard` before it stops), iteration
-yields their keys oldest first, and :meth:`purge` forgets oldest first, O(1) per entry dropped.
-Not guaranteed: when the same timer entered twice with the same ``updated_at`` (a replace whose
-commit failed puts the old version back), it is forgotten at its first entry's place.
+Guaranteed, as long as the callers keep the rule (:meth:`add` when a timer starts being
+retained, and only then; :meth:`discard` before it stops): ``len(window)`` is the number of
+retained timers, iteration yields their keys oldest first, and :meth:`purge` forgets oldest
+first, O(1) per entry dropped.
 """
 
 from __future__ import annotations
@@ -32,35 +36,37 @@ from wheel_engine.timer import Timer
 _SUCCEEDED: Final = TimerState.SUCCEEDED
 _CANCELED: Final = TimerState.CANCELED
 
-#: Stale entries tolerated beyond the retained ones before the deques are rebuilt without them
+#: Stale entries tolerated beyond the retained ones before the deque is rebuilt without them
 #: (a key replaced over and over keeps its old versions alive until then).
 COMPACT_SLACK: Final = 4096
+
+
+def _use_mark(marks: dict[Timer, int], timer: Timer) -> bool:
+    """True if ``marks`` says ``timer``'s oldest entry is stale; that mark is used up."""
+    left = marks.get(timer)
+    if left is None:
+        return False
+    if left == 1:
+        del marks[timer]
+    else:
+        marks[timer] = left - 1
+    return True
 
 
 class RetentionWindow:
     """Retained finished timers, oldest first; see the module docstring. Loop thread only."""
 
-    __slots__ = (
-        "_append_stamp",
-        "_append_timer",
-        "_order",
-        "_stamps",
-        "_timers",
-        "max_retained",
-        "retained",
-        "retention",
-    )
+    __slots__ = ("_append", "_order", "_stale", "_timers", "max_retained", "retained", "retention")
 
     def __init__(self, timers: dict[str, Timer], retention: float, max_retained: int) -> None:
         self._timers = timers  # the table's index by key, shared: forgetting deletes from it
         self.retention = retention
         self.max_retained = max_retained
         self._order: deque[Timer] = deque()  # in finishing order, live and stale entries
-        self._stamps: deque[float] = deque()  # each entry's updated_at when it entered
-        # The deques' bound appends: calling deque.append by name looks the method up on every
+        # The deque's bound append: calling deque.append by name looks the method up on every
         # call, most of an add's cost.
-        self._append_timer: Callable[[Timer], None] = self._order.append
-        self._append_stamp: Callable[[float], None] = self._stamps.append
+        self._append: Callable[[Timer], None] = self._order.append
+        self._stale: dict[Timer, int] = {}  # timer -> how many of its (oldest) entries are stale
         self.retained = 0  # live entries: what max_retained bounds
 
     def __len__(self) -> int:
@@ -72,43 +78,36 @@ class RetentionWindow:
 
     def __iter__(self) -> Iterator[str]:
         """The keys of the retained timers, oldest first."""
-        seen: set[str] = set()
-        for timer, stamp in zip(self._order, self._stamps, strict=True):
-            if self._live(timer, stamp) and timer.key not in seen:
-                seen.add(timer.key)
+        marks = dict(self._stale)
+        for timer in self._order:
+            if not (marks and _use_mark(marks, timer)):
                 yield timer.key
 
-    def _live(self, timer: Timer, stamp: float) -> bool:
-        state = timer.state
-        return (
-            (state is _SUCCEEDED or state is _CANCELED)
-            and timer.updated_at == stamp
-            and self._timers.get(timer.key) is timer
-        )
-
     def add(self, timer: Timer) -> None:
-        """``timer`` (SUCCEEDED or CANCELED, its key's timer in ``timers``) is retained now."""
-        self._append_timer(timer)
-        self._append_stamp(timer.updated_at)
+        """``timer`` (SUCCEEDED or CANCELED, its key's timer in ``timers``, not retained yet)
+        is retained now."""
+        self._append(timer)
         self.retained += 1
 
     def discard(self, timer: Timer) -> None:
         """``timer`` is about to stop being retained (replaced, forgotten, un-cancelled, taken
-        back): no longer counted. Call it before the change; a timer not retained is ignored."""
+        back): no longer counted, its entry stale. Call it before the change; a timer not
+        retained (not finished, or not its key's timer any more) is ignored."""
         state = timer.state
         if (state is _SUCCEEDED or state is _CANCELED) and self._timers.get(timer.key) is timer:
             self.retained -= 1
+            stale = self._stale
+            stale[timer] = stale.get(timer, 0) + 1
 
     def reset(self, timers: list[Timer]) -> None:
         """The window holds ``timers`` (retained, oldest first) and nothing else."""
-        self._hold(deque(timers), deque([timer.updated_at for timer in timers]))
+        self._hold(deque(timers))
         self.retained = len(timers)
 
-    def _hold(self, order: deque[Timer], stamps: deque[float]) -> None:
+    def _hold(self, order: deque[Timer]) -> None:
         self._order = order
-        self._stamps = stamps
-        self._append_timer = order.append
-        self._append_stamp = stamps.append
+        self._append = order.append
+        self._stale = {}
 
     def purge(self, now: float) -> None:
         """Forget retained timers older than ``retention`` and the oldest beyond
@@ -116,28 +115,24 @@ class RetentionWindow:
         order = self._order
         if not order:
             return
-        stamps = self._stamps
+        stale = self._stale
         timers = self._timers
         horizon = now - self.retention
         while order:
             timer = order[0]
-            stamp = stamps[0]
-            if self._live(timer, stamp):
-                if self.retained <= self.max_retained and stamp > horizon:
+            if not (stale and _use_mark(stale, timer)):
+                if self.retained <= self.max_retained and timer.updated_at > horizon:
                     break
                 del timers[timer.key]
                 self.retained -= 1
             order.popleft()
-            stamps.popleft()
         if len(order) > 2 * self.retained + COMPACT_SLACK:
             self._compact()
 
     def _compact(self) -> None:
-        """Rebuild the deques without their stale entries: O(entries), amortised O(1) per stale
+        """Rebuild the deque without its stale entries: O(entries), amortised O(1) per stale
         entry, since at least as many stale entries as live ones accrued since the last one."""
-        live = [
-            (timer, stamp)
-            for timer, stamp in zip(self._order, self._stamps, strict=True)
-            if self._live(timer, stamp)
-        ]
-        self._hold(deque([timer for timer, _ in live]), deque([stamp for _, stamp in live]))
+        marks = self._stale
+        self._hold(
+            deque([timer for timer in self._order if not (marks and _use_mark(marks, timer))])
+        )

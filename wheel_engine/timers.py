@@ -126,9 +126,9 @@ class TimerTable:
         (which forgets the oldest at once if it is full); DEAD ones are kept in ``dead``.
 
         The change is the timer's own guarded transition (``Timer.succeed``, ``cancel``,
-        ``kill``); a timer built in ``state`` already (a finished row adopted) is only filed."""
+        ``kill``); a timer built in ``state`` already (a finished row adopted: never retained
+        before, so it enters the window as any other) is only filed."""
         if timer.state is state:
-            self.finished.discard(timer)  # finishing again (it was retained): one entry counts
             timer.updated_at = now
         elif state is DEAD:
             timer.kill(now)
