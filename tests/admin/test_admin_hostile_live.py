@@ -8,7 +8,10 @@ adversarial bytes (deep nesting, non-UTF-8, oversized, no newline, random binary
 - every request gets exactly one answer line, a JSON object of protocol version 1;
 - a rejected request changes nothing: the digest of what the journal holds for every key but
   the background timers' is the same before and after it;
-- timers stay on time meanwhile: lateness p99 under 50 ms;
+- timers stay on time meanwhile: lateness p99 under 50 ms more than that of a bare asyncio loop
+  running the same timers beside it (``loop_anchor.py``): the machine's load is the anchor's
+  too, so what is judged is what the engine and its admin server add (a request that held the
+  loop for 50 ms or more makes ten background timers that late, over the p99 of ~1,000);
 - descriptors do not leak: the process holds as many once the connections are done.
 
 A few seconds in CI (300 examples); ``WHEEL_ENGINE_SOAK=1`` runs 5,000.
@@ -40,6 +43,7 @@ BACKGROUND = "bg-"
 
 
 SCRIPT = Path(__file__).with_name("serve_hostile.py")
+ANCHOR = Path(__file__).with_name("loop_anchor.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -94,6 +98,38 @@ class LiveEngine:
         """Whether the engine still runs, and the end of what it wrote to stderr."""
         state = "running" if self.proc.poll() is None else f"exited {self.proc.returncode}"
         return state + ": " + Path(f"{self.path}.stderr").read_text(errors="replace")[-3000:]
+
+
+class Anchor:
+    """``loop_anchor.py`` in a child process: the lateness a bare loop's timers see meanwhile."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ANCHOR), str(out)], stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        if not self.proc.stdout.readline().startswith("READY"):
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("the anchor loop did not start")
+
+    def close(self) -> list[float]:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20.0)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+        return list(json.loads(self.out.read_text()))
+
+
+def p99(samples: list[float]) -> float:
+    late = sorted(samples)
+    return late[int(len(late) * 0.99) - 1]
 
 
 # -- the requests ---------------------------------------------------------------------------------
@@ -173,9 +209,20 @@ def live(tmp_path: Path) -> Iterator[LiveEngine]:
             engine.proc.wait()
 
 
+@pytest.fixture
+def anchor(tmp_path: Path) -> Iterator[Anchor]:
+    loop = Anchor(tmp_path / "anchor.lateness")
+    try:
+        yield loop
+    finally:
+        if loop.proc.poll() is None:
+            loop.proc.kill()
+            loop.proc.wait()
+
+
 @pytest.mark.slow
 def test_hostile_clients_get_answers_change_nothing_and_timers_stay_on_time(
-    live: LiveEngine,
+    live: LiveEngine, anchor: Anchor
 ) -> None:
     path = admin_path(live.path)
     exchange(path, b'{"v": 1, "command": "ping"}\n')  # warm: the server's first connection
@@ -210,9 +257,15 @@ def test_hostile_clients_get_answers_change_nothing_and_timers_stay_on_time(
     while live.open_fds() > fds and time.monotonic() < deadline:
         time.sleep(0.02)  # the server closes its side of the last connections
     assert live.open_fds() <= fds, "descriptors leaked"
-    late = sorted(live.close())
-    assert len(late) > 100, "too few background timers fired to judge"
-    p99 = late[int(len(late) * 0.99) - 1]
-    assert p99 < 0.05, f"lateness p99 {p99 * 1000:.1f} ms over {len(late)} timers"
+    late, floor = live.close(), anchor.close()
+    assert len(late) > 100 and len(floor) > 100, "too few background timers fired to judge"
+    engine_p99, anchor_p99 = p99(late), p99(floor)
+    assert engine_p99 < 0.05 + anchor_p99, (
+        f"lateness p99 {engine_p99 * 1000:.1f} ms over {len(late)} timers, a bare loop's"
+        f" {anchor_p99 * 1000:.1f} ms"
+    )
     assert seen["ok"] and {"malformed", "invalid", "protocol_version"} <= set(seen), seen
-    print(f"lateness p99 {p99 * 1000:.2f} ms over {len(late)} timers; refusals {seen}")
+    print(
+        f"lateness p99 {engine_p99 * 1000:.2f} ms over {len(late)} timers (a bare loop's"
+        f" {anchor_p99 * 1000:.2f} ms); refusals {seen}"
+    )
