@@ -47,6 +47,28 @@ ANCHOR = Path(__file__).with_name("loop_anchor.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def await_ready(proc: subprocess.Popen[str], what: str) -> None:
+    """Wait for the child's ``READY`` line (bounded: it prints it or exits)."""
+    assert proc.stdout is not None
+    if not proc.stdout.readline().startswith("READY"):
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"{what} did not start")
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, and a kill if the child has not ended within 20 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
 class LiveEngine:
     """The engine of ``serve_hostile.py`` in a child process (no GIL shared with the test)."""
 
@@ -61,23 +83,11 @@ class LiveEngine:
                 text=True,
                 env=env,
             )
-        assert self.proc.stdout is not None
-        if not self.proc.stdout.readline().startswith("READY"):  # bounded: READY or exit
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError("the engine did not start")
+        await_ready(self.proc, "the engine")
 
     def close(self) -> list[float]:
         """SIGTERM, and the lateness of every background firing."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(20.0)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            assert self.proc.stdout is not None
-            self.proc.stdout.close()
+        stop(self.proc)
         return list(json.loads(Path(f"{self.path}.lateness").read_text()))
 
     def digest(self) -> str:
@@ -108,22 +118,10 @@ class Anchor:
         self.proc = subprocess.Popen(
             [sys.executable, str(ANCHOR), str(out)], stdout=subprocess.PIPE, text=True
         )
-        assert self.proc.stdout is not None
-        if not self.proc.stdout.readline().startswith("READY"):
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError("the anchor loop did not start")
+        await_ready(self.proc, "the anchor loop")
 
     def close(self) -> list[float]:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(20.0)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            assert self.proc.stdout is not None
-            self.proc.stdout.close()
+        stop(self.proc)
         return list(json.loads(self.out.read_text()))
 
 
