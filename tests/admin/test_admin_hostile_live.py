@@ -196,15 +196,20 @@ raw_bytes = st.binary(min_size=1, max_size=64).filter(lambda b: bool(b.split(b"\
 requests = st.one_of(well_formed, st.sampled_from(ADVERSARIAL), raw_bytes)
 
 
+def kill(proc: subprocess.Popen[str]) -> None:
+    """A child the test did not stop (it failed first) is killed, never left behind."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[LiveEngine]:
     engine = LiveEngine(tmp_path / "t.db")
     try:
         yield engine
     finally:
-        if engine.proc.poll() is None:
-            engine.proc.kill()
-            engine.proc.wait()
+        kill(engine.proc)
 
 
 @pytest.fixture
@@ -213,9 +218,7 @@ def anchor(tmp_path: Path) -> Iterator[Anchor]:
     try:
         yield loop
     finally:
-        if loop.proc.poll() is None:
-            loop.proc.kill()
-            loop.proc.wait()
+        kill(loop.proc)
 
 
 @pytest.mark.slow
