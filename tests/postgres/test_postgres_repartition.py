@@ -1,0 +1,107 @@
+"""journal.postgres.repartition: a schema-2 journal's recurrence rows move to their name's
+partition once, the rest stay, the partitions they left or entered change hands."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from pg_support import db_now, open_store, row_of, sql
+
+from journal.postgres import SCHEMA_VERSION, PostgresClient, partition_of
+from journal.postgres.schema import MIGRATIONS, _initial_rows
+from journal.postgres.states import PENDING_CODE, RUNNING_CODE, SUCCEEDED_CODE
+
+PARTITIONS = 8
+NAME = "sweep"
+
+
+def old_partition(key: str) -> int:
+    """Where wheel-engine placed every key up to schema 2: its own CRC-32."""
+    return zlib.crc32(key.encode("utf-8")) % PARTITIONS
+
+
+def schema_two(url: str) -> None:
+    """The database as wheel-engine wrote it before recurrences partitioned by name."""
+    for ddl in MIGRATIONS[0]:
+        sql(url, str(ddl))
+    for statement, params in _initial_rows(PARTITIONS):
+        sql(url, statement, params)
+    for ddl in MIGRATIONS[1]:
+        sql(url, str(ddl))
+    sql(url, "UPDATE wheel_meta SET value = 2 WHERE name = 'schema_version'")
+
+
+def old_row(url: str, key: str, state: int, run_epoch: int | None = None) -> None:
+    sql(
+        url,
+        "INSERT INTO wheel_timers (key, partition, version, handler, due, payload, state,"
+        " run_epoch) VALUES (%s, %s, nextval('wheel_version_seq'), 'h', %s, NULL, %s, %s)",
+        (key, old_partition(key), db_now(url) + 3600, state, run_epoch),
+    )
+
+
+def moving_occurrences(count: int) -> list[str]:
+    """Occurrence keys of NAME that the old rule placed elsewhere than NAME's partition."""
+    home = old_partition(NAME)
+    keys = [f"{NAME}@2026-12-03T08:{minute:02d}:00Z" for minute in range(60)]
+    return [key for key in keys if old_partition(key) != home][:count]
+
+
+def partitions_of(url: str) -> dict[str, int]:
+    return dict(sql(url, "SELECT key, partition FROM wheel_timers"))  # type: ignore[arg-type]
+
+
+def owners(url: str) -> dict[int, Any]:
+    return dict(sql(url, "SELECT partition, owner FROM wheel_partitions"))  # type: ignore[arg-type]
+
+
+async def test_a_schema_two_journal_moves_its_recurrences_rows_once(pg_url: str) -> None:
+    schema_two(pg_url)
+    running, pending, done = moving_occurrences(3)
+    others = ["user@example.com", "order-17", "a@b@rule", f"{NAME}@2026-12-03T08:00:00"]
+    old_row(pg_url, f"{NAME}@rule", PENDING_CODE)
+    old_row(pg_url, running, RUNNING_CODE, run_epoch=5)
+    old_row(pg_url, pending, PENDING_CODE)
+    old_row(pg_url, done, SUCCEEDED_CODE)
+    for key in others:
+        old_row(pg_url, key, PENDING_CODE)
+    before = partitions_of(pg_url)
+    home = old_partition(NAME)
+    touched = {home} | {before[key] for key in (running, pending, done, f"{NAME}@rule")}
+    untouched = min(set(range(PARTITIONS)) - touched)
+    # an older node holds every partition, under epoch 5, with a lease an hour long
+    sql(
+        pg_url,
+        "UPDATE wheel_partitions SET owner = 'old', epoch = 5, lease_until = %s",
+        (db_now(pg_url) + 3600,),
+    )
+
+    store = await open_store(pg_url, "new", partitions=None)  # migrates
+    try:
+        assert sql(pg_url, "SELECT value FROM wheel_meta WHERE name = 'schema_version'") == [
+            (SCHEMA_VERSION,)
+        ]
+        after = partitions_of(pg_url)
+        for key in (f"{NAME}@rule", running, pending, done):
+            assert after[key] == home == partition_of(key, PARTITIONS), key
+        assert {key: after[key] for key in others} == {key: before[key] for key in others}
+        assert all(after[key] == partition_of(key, PARTITIONS) for key in after)
+        held = owners(pg_url)
+        assert {p for p, owner in held.items() if owner is None} == touched
+        assert held[untouched] == "old"  # no row left or entered it: its owner keeps it
+        moved = row_of(pg_url, running)
+        assert (moved["state"], moved["run_epoch"]) == (RUNNING_CODE, 0)
+        with PostgresClient.connect(pg_url) as client:
+            report = client.check()
+        assert report.ok, report.problems
+
+        await store.maintain()  # takes the released partitions: its reset requeues the run
+        assert row_of(pg_url, running)["state"] == PENDING_CODE
+        assert row_of(pg_url, done)["state"] == SUCCEEDED_CODE
+    finally:
+        await store.close()
+
+    again = await open_store(pg_url, "later", partitions=None)  # migrated once: nothing moves
+    await again.close()
+    assert partitions_of(pg_url) == after
