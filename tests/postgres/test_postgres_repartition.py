@@ -3,14 +3,28 @@ partition once, the rest stay, the partitions they left or entered change hands.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import math
+import time
 import zlib
 from typing import Any
 
+import msgpack
 from pg_support import db_now, open_store, row_of, sql
 
 from journal.postgres import SCHEMA_VERSION, PostgresClient, partition_of
 from journal.postgres.schema import MIGRATIONS, _initial_rows
 from journal.postgres.states import PENDING_CODE, RUNNING_CODE, SUCCEEDED_CODE
+from wheel_engine import Engine
+from wheel_engine.recurring.records import (
+    DORMANT_DUE,
+    RULE_HANDLER,
+    encode_rule,
+    occurrence_handler,
+    rule_key,
+)
+from wheel_engine.recurring.rule import EveryRule, occurrence_key, occurrence_of
 
 PARTITIONS = 8
 NAME = "sweep"
@@ -32,12 +46,23 @@ def schema_two(url: str) -> None:
     sql(url, "UPDATE wheel_meta SET value = 2 WHERE name = 'schema_version'")
 
 
-def old_row(url: str, key: str, state: int, run_epoch: int | None = None) -> None:
+def old_row(
+    url: str,
+    key: str,
+    state: int,
+    run_epoch: int | None = None,
+    *,
+    handler: str = "h",
+    due: float | None = None,
+    payload: bytes | None = None,
+) -> None:
+    """A timer as schema 2's code wrote it: in the partition of its key's own CRC-32."""
+    at = db_now(url) + 3600 if due is None else due
     sql(
         url,
         "INSERT INTO wheel_timers (key, partition, version, handler, due, payload, state,"
-        " run_epoch) VALUES (%s, %s, nextval('wheel_version_seq'), 'h', %s, NULL, %s, %s)",
-        (key, old_partition(key), db_now(url) + 3600, state, run_epoch),
+        " run_epoch) VALUES (%s, %s, nextval('wheel_version_seq'), %s, %s, %s, %s, %s)",
+        (key, old_partition(key), handler, at, payload, state, run_epoch),
     )
 
 
@@ -105,3 +130,48 @@ async def test_a_schema_two_journal_moves_its_recurrences_rows_once(pg_url: str)
     again = await open_store(pg_url, "later", partitions=None)  # migrated once: nothing moves
     await again.close()
     assert partitions_of(pg_url) == after
+
+
+async def test_an_engine_opening_a_schema_two_journal_goes_on_with_its_recurrence(
+    pg_url: str,
+) -> None:
+    """A recurrence written by schema 2's code, its record and pending occurrence each in its
+    own key's partition: a node of this code migrates, fires that occurrence, and the series
+    goes on from it, every step, none early."""
+    schema_two(pg_url)
+    anchor = math.ceil(db_now(pg_url)) + 2.0
+    name = next(
+        f"sweep{i}"
+        for i in itertools.count()
+        if old_partition(f"sweep{i}") != old_partition(rule_key(f"sweep{i}"))
+        and old_partition(f"sweep{i}") != old_partition(occurrence_key(f"sweep{i}", anchor))
+    )
+    fields = encode_rule(EveryRule(0.25, anchor), "sweep", None, "latest", False, anchor)
+    old_row(
+        pg_url,
+        rule_key(name),
+        PENDING_CODE,
+        due=DORMANT_DUE,
+        handler=RULE_HANDLER,
+        payload=msgpack.packb(fields),
+    )
+    first = occurrence_key(name, anchor)
+    old_row(pg_url, first, PENDING_CODE, due=anchor, handler=occurrence_handler("sweep"))
+    fired: list[tuple[str, float]] = []
+    engine = Engine(pg_url, node="a", lease=1.5, horizon=60.0)
+    engine.register("sweep", lambda firing: fired.append((firing.key, time.time())))
+    async with engine:
+        deadline = time.monotonic() + 20
+        while len(fired) < 4:
+            assert time.monotonic() < deadline, f"fired only {fired}"
+            await asyncio.sleep(0.02)
+        assert await engine.cancel_recurring(name)
+    assert fired[0][0] == first
+    nominals = [occurrence_of(key)[1] for key, _ in fired]  # type: ignore[index]
+    assert nominals == [anchor + 0.25 * i for i in range(len(fired))]
+    assert all(at >= nominal for (_, at), nominal in zip(fired, nominals, strict=True))
+    assert all(
+        partition == partition_of(name, PARTITIONS)
+        for key, partition in partitions_of(pg_url).items()
+        if key.startswith(name)
+    )
