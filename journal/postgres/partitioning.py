@@ -36,6 +36,7 @@ __all__ = ["partition_of", "recurrence_name"]
 
 # What separates a recurrence's name from the rest of its keys (``wheel_engine.recurring``).
 _SEPARATOR: Final = "@"
+_ENDINGS: Final = ("@rule", "Z")
 # ASCII digits only ([0-9], not \d: \d matches any Unicode digit). A due time lies in
 # [0, 9999-12-31T23:59:59Z], so its year always has four digits.
 _RECURRENCE_KEY: Final = re.compile(
@@ -46,8 +47,8 @@ _RECURRENCE_KEY: Final = re.compile(
 
 def recurrence_name(key: str) -> str | None:
     """The recurrence ``key`` belongs to (see the module doc), or None for any other key."""
-    if _SEPARATOR not in key:
-        return None  # the common key, at the cost of one scan
+    if not key.endswith(_ENDINGS):  # most keys with an @ (addresses), without the regex
+        return None
     found = _RECURRENCE_KEY.fullmatch(key)
     return None if found is None else found.group(1)
 
@@ -55,5 +56,6 @@ def recurrence_name(key: str) -> str | None:
 def partition_of(key: str, partitions: int) -> int:
     """The partition of ``key`` in a journal of ``partitions`` partitions: that of its
     recurrence's name for a recurrence's key, else that of its own CRC-32."""
-    name = recurrence_name(key)
-    return zlib.crc32((key if name is None else name).encode("utf-8")) % partitions
+    if _SEPARATOR in key:  # a key without one (the common case) pays this scan alone
+        key = recurrence_name(key) or key
+    return zlib.crc32(key.encode("utf-8")) % partitions
