@@ -42,6 +42,7 @@ __all__ = [
     "MAX_PARTITIONS",
     "MIGRATIONS",
     "NOTIFY_CHANNEL",
+    "RECURRENCES_BY_NAME_SINCE",
     "SCHEMA_VERSION",
     "migrate",
     "read_partitions",
@@ -134,6 +135,8 @@ Step = str | PythonStep
 #: ``MIGRATIONS[n - 1]`` takes a database from schema_version ``n - 1`` to ``n``. Append only.
 MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (_V1, _V2, _RECURRENCES_BY_NAME)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
+#: The first schema_version that places a recurrence's keys by its name.
+RECURRENCES_BY_NAME_SINCE: Final = MIGRATIONS.index(_RECURRENCES_BY_NAME) + 1
 
 _EXISTS: Final = "SELECT to_regclass('wheel_meta') IS NOT NULL"
 _META: Final = "SELECT name, value FROM wheel_meta"

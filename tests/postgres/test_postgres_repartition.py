@@ -102,6 +102,11 @@ async def test_a_schema_two_journal_moves_its_recurrences_rows_once(pg_url: str)
         (db_now(pg_url) + 3600,),
     )
 
+    with PostgresClient.connect(pg_url) as client:  # before: each row is where schema 2 puts it
+        assert client.check().problems == [
+            f"schema_version 2, this release reads {SCHEMA_VERSION}: "
+            "start a node of this release to migrate it"
+        ]
     store = await open_store(pg_url, "new", partitions=None)  # migrates
     try:
         assert sql(pg_url, "SELECT value FROM wheel_meta WHERE name = 'schema_version'") == [
