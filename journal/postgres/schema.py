@@ -20,16 +20,20 @@ with a fresh ``change_seq`` (order of changes), the writing transaction's id ``c
 statement can forget to.
 
 Migrations run under a transaction-scoped advisory lock, so nodes starting together upgrade
-the schema once. A database whose schema is newer than this code is refused, never altered.
+the schema once. A step is an SQL statement, or a :data:`PythonStep` run on the migrating
+connection inside that transaction, for a change SQL cannot compute. A database whose schema
+is newer than this code is refused, never altered.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from psycopg import AsyncConnection, Connection, sql
 
 from journal.errors import JournalError
+from journal.postgres.repartition import move_recurrence_rows
 from journal.postgres.states import FINISHED_CODES, PENDING_CODE, RUNNING_CODE
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "MAX_PARTITIONS",
     "MIGRATIONS",
     "NOTIFY_CHANNEL",
+    "RECURRENCES_BY_NAME_SINCE",
     "SCHEMA_VERSION",
     "migrate",
     "read_partitions",
@@ -56,6 +61,9 @@ MAX_PARTITIONS: Final = 4096
 NOTIFY_CHANNEL: Final = "wheel_engine"
 #: Any constant key for ``pg_advisory_xact_lock`` while migrating ("WHEE" in ASCII).
 _MIGRATION_LOCK: Final = 0x57484545
+#: A migration step that is Python, for a change SQL cannot compute (a CRC-32): called with
+#: the migrating connection, inside its transaction, and the journal's partition count.
+PythonStep = Callable[[AsyncConnection[Any], int], Awaitable[None]]
 
 _V1: Final = (
     "CREATE TABLE wheel_meta (name text PRIMARY KEY, value bigint NOT NULL)",
@@ -113,9 +121,22 @@ _V1: Final = (
 #: the replaced version's context) but one restarted is refused (a newer schema).
 _V2: Final = ("ALTER TABLE wheel_timers ADD COLUMN trace text",)
 
+#: Recurrences by name (#25): a recurrence's record and occurrences move to the partition of
+#: its name (:mod:`journal.postgres.repartition`; releases the partitions rows left or
+#: entered). Nodes still running older code keep working for every other key, but place a
+#: recurrence's keys by the old rule: an occurrence one of them schedules lands where a node of
+#: this code neither loads nor fences it together, and may wait until the nodes holding its two
+#: partitions coincide. So stop them before the first node of this code starts (one restarted
+#: is refused anyway: a newer schema); ``wheel-engine check`` names any row so misplaced.
+_RECURRENCES_BY_NAME: Final = (move_recurrence_rows,)
+
+#: A migration step: an SQL statement, or a :data:`PythonStep`.
+Step = str | PythonStep
 #: ``MIGRATIONS[n - 1]`` takes a database from schema_version ``n - 1`` to ``n``. Append only.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
+MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (_V1, _V2, _RECURRENCES_BY_NAME)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
+#: The first schema_version that places a recurrence's keys by its name.
+RECURRENCES_BY_NAME_SINCE: Final = MIGRATIONS.index(_RECURRENCES_BY_NAME) + 1
 
 _EXISTS: Final = "SELECT to_regclass('wheel_meta') IS NOT NULL"
 _META: Final = "SELECT name, value FROM wheel_meta"
@@ -139,12 +160,12 @@ def _initial_rows(partitions: int) -> list[tuple[str, Any]]:
     ]
 
 
-def _plan(meta: dict[str, int] | None, partitions: int | None) -> list[tuple[str, Any]]:
+def _plan(meta: dict[str, int] | None, partitions: int | None) -> list[tuple[Step, Any]]:
     """The statements that bring a database with ``meta`` (None: no journal yet) up to date."""
     if meta is None:
         count = DEFAULT_PARTITIONS if partitions is None else partitions
         _check_partitions(count)
-        steps: list[tuple[str, Any]] = [(ddl, None) for ddl in MIGRATIONS[0]]
+        steps: list[tuple[Step, Any]] = [(ddl, None) for ddl in MIGRATIONS[0]]
         steps += _initial_rows(count)
         steps += [(ddl, None) for migration in MIGRATIONS[1:] for ddl in migration]
         return [*steps, _set_version()]
@@ -163,7 +184,7 @@ def _plan(meta: dict[str, int] | None, partitions: int | None) -> list[tuple[str
     return [*steps, _set_version()] if steps else []
 
 
-def _set_version() -> tuple[str, Any]:
+def _set_version() -> tuple[Step, Any]:
     return ("UPDATE wheel_meta SET value = %s WHERE name = 'schema_version'", (SCHEMA_VERSION,))
 
 
@@ -192,8 +213,11 @@ async def migrate(conn: AsyncConnection[Any], partitions: int | None = None) -> 
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         meta = await _read_meta(conn)
-        for statement, params in _plan(meta, partitions):
-            await conn.execute(sql.SQL(statement), params)
+        for step, params in _plan(meta, partitions):
+            if isinstance(step, str):
+                await conn.execute(sql.SQL(step), params)
+            else:  # read now: a new journal's count is inserted by an earlier step
+                await step(conn, _partitions_of(await _read_meta(conn)))
         return _partitions_of(await _read_meta(conn))
 
 

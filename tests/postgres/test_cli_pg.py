@@ -88,6 +88,8 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
 async def test_status_counts_states_handlers_overdue_and_shows_the_partitions(
     pg_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from journal.postgres import SCHEMA_VERSION
+
     s = await journal_with_every_state(pg_url)
     try:
         code, data = run_json(capsys, "status", pg_url)
@@ -112,7 +114,7 @@ async def test_status_counts_states_handlers_overdue_and_shows_the_partitions(
     assert [p["partition"] for p in data["partitions"]] == [0, 1, 2, 3]
     assert all(p["held"] and p["epoch"] >= 1 and p["owner"] == "node-a" for p in data["partitions"])
     assert all(50 < p["lease_left_seconds"] <= 60 for p in data["partitions"])
-    assert data["schema_version"] == 2 and data["backend"] == "postgresql"
+    assert data["schema_version"] == SCHEMA_VERSION and data["backend"] == "postgresql"
 
 
 async def test_status_reports_unhandled_live_timers_against_the_given_handlers(
@@ -222,6 +224,8 @@ async def test_show_prints_the_row_its_owner_and_says_there_is_no_history(
 async def test_check_passes_on_a_journal_in_use(
     pg_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from journal.postgres import SCHEMA_VERSION
+
     s = await journal_with_every_state(pg_url)
     try:
         code, data = run_json(capsys, "check", pg_url)
@@ -229,7 +233,9 @@ async def test_check_passes_on_a_journal_in_use(
     finally:
         await s.close()
     assert code == 0 and data["ok"] and data["problems"] == [] and data["timers"] == 7
-    assert human == 0 and out.startswith("ok: 7 timers decode; schema_version 2, 4 partitions")
+    assert human == 0 and out.startswith(
+        f"ok: 7 timers decode; schema_version {SCHEMA_VERSION}, 4 partitions"
+    )
 
 
 #: Damage as a hand edit or a foreign tool would leave it, and what check must say about it.

@@ -19,7 +19,7 @@ from wheel_engine import Engine, Firing, RetryPolicy
 if not REQUIRED:
     pytest.importorskip("psycopg")
 
-from journal.postgres import Outcome, PostgresStore, partition_of
+from journal.postgres import SCHEMA_VERSION, Outcome, PostgresStore, partition_of
 from journal.postgres.schema import _V1, _initial_rows
 
 pytestmark = pytest.mark.slow
@@ -155,19 +155,20 @@ async def test_a_redrive_from_another_node_links_to_the_redriver(spans: Any, pg_
 async def test_recurring_occurrences_on_both_nodes_link_to_the_creator(
     spans: Any, pg_url: str
 ) -> None:
-    """Each occurrence's key picks its partition, so the series hops between the nodes: the node
-    that runs an occurrence reads the recurrence's record (and the creator's context in it)
-    from the database to commit the next; every attempt, on either node, links to a's span."""
+    """A recurrence lives in its name's partition (#25): created on a, it runs on b, which holds
+    that partition; b reads the recurrence's record (and the creator's context in it) from the
+    database to commit the next occurrence; every attempt links to a's span."""
     fired: dict[str, str] = {}
     a, b = (Engine(pg_url, node=name, lease=1.5, horizon=60.0) for name in ("a", "b"))
     for e, name in ((a, "a"), (b, "b")):
         e.register("sweep", lambda firing, name=name: fired.setdefault(firing.key, name))
     async with a, b:
         await until(lambda: len(owned(a)) == 32 and len(owned(b)) == 32)
+        recurrence = key_in(owned(b), "s")
         with trace.get_tracer("app").start_as_current_span("request"):
-            info = await a.schedule_recurring("s", "sweep", every=0.25)
-        await until(lambda: len(set(fired.values())) == 2 and len(fired) >= 6)
-        assert await a.cancel_recurring("s", version=info.version)
+            info = await a.schedule_recurring(recurrence, "sweep", every=0.25)
+        await until(lambda: set(fired.values()) == {"b"} and len(fired) >= 6)
+        assert await a.cancel_recurring(recurrence, version=info.version)
     (created,) = [s for s in spans.get_finished_spans() if s.name == "schedule_recurring sweep"]
     attempts = [s for s in spans.get_finished_spans() if s.name == "fire recurring:sweep"]
     assert len(attempts) >= 6
@@ -233,8 +234,9 @@ async def test_rows_from_before_tracing_fire_unlinked(spans: Any, pg_url: str) -
     old_row(pg_url, "old-late", now + 8.0)
     fired: dict[str, str] = {}
     first = node(pg_url, "a", fired)
-    async with first:  # migrates the schema to 2: the old rows' trace is NULL
-        assert sql(pg_url, "SELECT value FROM wheel_meta WHERE name = 'schema_version'") == [(2,)]
+    async with first:  # migrates the schema from 1: the old rows' trace is NULL
+        version = sql(pg_url, "SELECT value FROM wheel_meta WHERE name = 'schema_version'")
+        assert version == [(SCHEMA_VERSION,)]
         with trace.get_tracer("app").start_as_current_span("request"):
             await first.schedule("h", at=now + 1.0, key="new-soon")
             await first.schedule("h", at=now + 8.0, key="new-late")

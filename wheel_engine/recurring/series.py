@@ -15,9 +15,15 @@ Built on the public timer calls alone (``schedule_many``, ``schedule``, ``cancel
   this engine's table that has none pending (its chain broke: a cancelled occurrence, a last
   attempt a crash interrupted).
 
+On PostgreSQL every key of a recurrence (record and occurrences) is in the partition of its
+name (:mod:`journal.postgres.partitioning`), so the one node holding that partition's lease
+materialises and runs each occurrence, and ``overlap=False`` sees its running predecessor.
+
 Not guaranteed: an occurrence key forgotten after ``retention`` can be created again by a
 retry of its predecessor that comes later than that; ``overlap=False`` waits for predecessors
-running on this node (on PostgreSQL an occurrence's partition, and so its node, is its key's).
+running on this node only, so after a takeover (a lease lost while an occurrence still ran:
+the at-least-once case) an occurrence can start on the new holder while its predecessor still
+runs on the old one.
 """
 
 from __future__ import annotations
