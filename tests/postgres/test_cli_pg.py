@@ -112,7 +112,9 @@ async def test_status_counts_states_handlers_overdue_and_shows_the_partitions(
     assert [p["partition"] for p in data["partitions"]] == [0, 1, 2, 3]
     assert all(p["held"] and p["epoch"] >= 1 and p["owner"] == "node-a" for p in data["partitions"])
     assert all(50 < p["lease_left_seconds"] <= 60 for p in data["partitions"])
-    assert data["schema_version"] == 2 and data["backend"] == "postgresql"
+    from journal.postgres.schema import SCHEMA_VERSION
+
+    assert data["schema_version"] == SCHEMA_VERSION and data["backend"] == "postgresql"
 
 
 async def test_status_reports_unhandled_live_timers_against_the_given_handlers(
@@ -229,7 +231,10 @@ async def test_check_passes_on_a_journal_in_use(
     finally:
         await s.close()
     assert code == 0 and data["ok"] and data["problems"] == [] and data["timers"] == 7
-    assert human == 0 and out.startswith("ok: 7 timers decode; schema_version 2, 4 partitions")
+    from journal.postgres.schema import SCHEMA_VERSION
+
+    expected = f"ok: 7 timers decode; schema_version {SCHEMA_VERSION}, 4 partitions"
+    assert human == 0 and out.startswith(expected)
 
 
 #: Damage as a hand edit or a foreign tool would leave it, and what check must say about it.

@@ -21,9 +21,11 @@ from journal.postgres.store import CONNECT_TIMEOUT
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
+from wheel_engine.limits import Limits
 from wheel_engine.nodes.adopting import Adopter
 from wheel_engine.nodes.joined import JoinedWrites
 from wheel_engine.nodes.leasing import LeaseKeeper
+from wheel_engine.nodes.limited import ClusterLimiter
 from wheel_engine.nodes.loading import FeedReader, Refiller
 from wheel_engine.nodes.scheduler import NodeScheduler
 from wheel_engine.nodes.sink import NodeSink
@@ -64,6 +66,7 @@ class Node:
         self.max_retained = max_retained
         self.store: PostgresStore | None = None
         self._sink: NodeSink | None = None
+        self._limiter: ClusterLimiter | None = None
         self._tasks: list[asyncio.Task[None]] = []
         #: Writes in callers' transactions (``connection=``), once open (issue 27).
         self.transactions: JoinedWrites | None = None
@@ -78,6 +81,7 @@ class Node:
         check: RequestChecker,
         clock: Clock,
         events: EventBus,
+        limits: Limits,
     ) -> NodeScheduler:
         """Connect, take partitions, load their horizon, start the loops; returns the
         engine's storage."""
@@ -90,7 +94,9 @@ class Node:
         )
         try:
             adopter = Adopter(table, trigger, pool, store)
-            sink = NodeSink(store, adopter, table, trigger)
+            limiter = ClusterLimiter(store, limits, table, clock)
+            await limiter.register()  # this node's cluster-wide limits, before any claim
+            sink = NodeSink(store, adopter, table, trigger, limiter)
             pool.start_guard = sink.may_start  # fenced again as each handler starts
             self._keeper = LeaseKeeper(store, adopter, sink)
             self._feed = FeedReader(store, adopter, self._keeper.wake)
@@ -101,7 +107,7 @@ class Node:
         except BaseException:
             await store.close()
             raise
-        self.store, self._sink = store, sink
+        self.store, self._sink, self._limiter = store, sink, limiter
         commits.install(sink)
         self._start()
         scheduler = NodeScheduler(store, adopter, table, pool, stats, clock, events, check)
@@ -135,9 +141,11 @@ class Node:
             logger.warning("node %s: %s did not stop within %s s", self.name, task, STOP_WAIT)
 
     def stats(self) -> dict[str, Any]:
-        """This node's name, the partitions it may fire in now, and what its firing path did
-        about faults (``node_faults``: see ``NodeSink.stats``)."""
+        """This node's name, the partitions it may fire in now, what its firing path did
+        about faults (``node_faults``: see ``NodeSink.stats``), and per cluster-limited handler
+        the cluster's running attempts and tokens as its last claim here saw them."""
         store = self.store
         held = [] if store is None or store.closed else store.held()
         faults = {} if self._sink is None else self._sink.stats()
-        return {"node": self.name, "partitions": held, "node_faults": faults}
+        seen = {} if self._limiter is None else dict(self._limiter.seen)
+        return {"node": self.name, "partitions": held, "node_faults": faults, "cluster": seen}
