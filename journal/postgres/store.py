@@ -276,6 +276,11 @@ class PostgresStore(Requests):
         async with self._connection("loading timers") as conn:
             return await self.horizon.refill(conn, self.held())
 
+    async def refill_capped(self) -> list[StoredTimer]:
+        """The capped handlers' pending timers, on from their own cursors (see ``loader``)."""
+        async with self._connection("loading timers") as conn:
+            return await self.horizon.refill_capped(conn, self.held())
+
     async def catch_up(self, partitions: Sequence[int]) -> list[StoredTimer]:
         """A newly gained partition's pending timers up to what was loaded elsewhere."""
         async with self._connection("loading timers") as conn:

@@ -153,3 +153,31 @@ def test_cluster_scope_stays_refused_without_postgresql(tmp_path: Any) -> None:
         e = Engine(path)
         with pytest.raises(ValueError, match="PostgreSQL"):
             e.register("h", lambda f: None, concurrency=1, limit_scope="cluster")
+
+
+async def test_a_limited_backlog_is_loaded_a_slice_at_a_time_beside_on_time_timers(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loader's cap per handler: a node holds a slice of a limited handler's backlog, not
+    all of it, and another handler's timers due behind the backlog fire on time."""
+    from wheel_engine.nodes import loading
+
+    monkeypatch.setattr(loading, "CAPPED_ROWS", 100)
+    late: list[float] = []
+    held: list[int] = []
+    e = engine(pg_url, "a")
+    e.register("a", lambda f: None, rate=100.0, limit_scope="cluster")
+    e.register("b", lambda f: late.append(time.time() - f.due))
+    async with e:
+        await until(lambda: len(e.stats()["partitions"]) == 64)
+        now = time.time()
+        backlog = [{"handler": "a", "at": now - 5 + i / 1000, "key": f"a{i}"} for i in range(3000)]
+        await e.schedule_many(backlog)
+        await e.schedule_many([{"handler": "b", "at": now + 1 + i / 4} for i in range(6)])
+        while len(late) < 6:
+            held.append(e.stats()["pending"])
+            await until(lambda: True)
+            await asyncio.sleep(0.05)
+            assert time.time() < now + 15, "b never fired"
+    assert max(late) < 0.5  # b fires on time beside the backlog
+    assert max(held) <= 2 * 100 + 6  # a slice of the backlog in memory, never all of it

@@ -7,7 +7,8 @@ runs the lease loop, the change feed and the refill as tasks; :meth:`Node.stop` 
 engine closes the store afterwards, through its commit path, which releases the partitions).
 
 The wheel holds only the pending timers of the partitions this node owns that are due within
-the horizon; ``Engine.lookup`` reads the database for the rest.
+the horizon (of a limited handler, a slice of its backlog: ``CappedReader``);
+``Engine.lookup`` reads the database for the rest.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from wheel_engine.nodes.adopting import Adopter
 from wheel_engine.nodes.joined import JoinedWrites
 from wheel_engine.nodes.leasing import LeaseKeeper
 from wheel_engine.nodes.limited import ClusterLimiter
-from wheel_engine.nodes.loading import FeedReader, Refiller
+from wheel_engine.nodes.loading import CappedReader, FeedReader, Refiller
 from wheel_engine.nodes.scheduler import NodeScheduler
 from wheel_engine.nodes.sink import NodeSink
 from wheel_engine.stats import Counters
@@ -101,6 +102,8 @@ class Node:
             self._keeper = LeaseKeeper(store, adopter, sink)
             self._feed = FeedReader(store, adopter, self._keeper.wake)
             self._refiller = Refiller(store, adopter, self.retention, self.max_retained)
+            self._capped = CappedReader(store, adopter, limits)
+            self._capped.sync()  # limited handlers are read on cursors of their own
             await store.start_feed()  # before the first load: nothing falls between the two
             await self._keeper.round()
             adopter.rows(await store.refill())
@@ -123,6 +126,7 @@ class Node:
             ("leases", self._keeper.run()),
             ("feed", self._feed.run()),
             ("refill", self._refiller.run()),
+            ("capped refill", self._capped.run()),
         ):
             self._tasks.append(loop.create_task(work, name=f"wheel-engine {self.name} {name}"))
 
