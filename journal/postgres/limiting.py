@@ -6,14 +6,17 @@ The row holds the handler's ``rate``, ``burst`` and ``concurrency`` and its toke
 above ``burst``. :func:`claim` is the limited handler's claim (:func:`.firing.attempt`'s
 compare-and-set, fenced the same way) in one transaction of two statements:
 
-1. the row is locked (``FOR UPDATE``; written first when this node's registration is new, or
-   the row is missing), so the claims of that handler by every node go one at a time;
+1. the row is locked by an upsert: it writes this node's limits when its registration is new,
+   inserts the row when it is missing, and else only locks it (``ON CONFLICT`` locks the row
+   even where its ``WHERE`` is false), so the claims of that handler by every node go one at a
+   time;
 2. one statement counts the handler's running attempts, refills the bucket, claims at most as
    many of the requested rows as the tokens and the free slots allow, in ``(due, version)``
    order, and takes one token per row claimed. A claim never starts more than the tokens
    allow, and never more than ``concurrency`` run at once across the cluster.
 
-It runs after the lock is granted, in a snapshot of its own (READ COMMITTED), so it sees every
+Both go in one round trip with the transaction's BEGIN and COMMIT (a pipeline). The second
+runs after the lock is granted, in a snapshot of its own (READ COMMITTED), so it sees every
 claim and outcome committed before. What counts as **running**: RUNNING rows of the handler
 claimed under the current epoch of a partition whose lease is alive. A node that dies holding
 slots gives them back when its leases lapse (at most a lease later), before any takeover resets
@@ -73,7 +76,6 @@ def _running(handler: str) -> str:
     )
 
 
-_LOCK: Final = "SELECT handler FROM wheel_limits WHERE handler = %(handler)s FOR UPDATE"
 # A new row starts with a full bucket; new limits on a row keep its tokens, refilled to now
 # under the old rate and cut to the new burst.
 _REGISTER: Final = (
@@ -87,6 +89,8 @@ _REGISTER: Final = (
     f"   ELSE {_refilled('excluded.burst', _BUCKET_NOW)}"
     " END,"
     f" stamp = greatest(l.stamp, {_BUCKET_NOW})"
+    # Not written unless asked: the conflicting row is locked all the same (ON CONFLICT's rule)
+    " WHERE %(write)s::boolean"
 )
 _CLAIM: Final = (
     f"{MINE},"
@@ -96,7 +100,9 @@ _CLAIM: Final = (
     " bucket AS (SELECT l.handler, l.concurrency, l.rate, CASE WHEN l.rate IS NULL THEN NULL"
     f"   ELSE {_refilled('l.burst', _BUCKET_NOW)} END AS level"
     "   FROM wheel_limits l WHERE l.handler = %(handler)s),"
-    f" busy AS (SELECT ({_running('%(handler)s')}) AS n),"
+    # Counted only for a concurrency: a rate alone never reads the running rows.
+    " busy AS (SELECT CASE WHEN (SELECT b.concurrency FROM bucket b) IS NULL THEN 0"
+    f"   ELSE ({_running('%(handler)s')}) END AS n),"
     " room AS (SELECT greatest(0, least("
     f"   coalesce(floor(b.level + {_SLACK})::int, {_NO_LIMIT}),"
     f"   coalesce(b.concurrency - busy.n, {_NO_LIMIT}))) AS n FROM bucket b, busy),"
@@ -190,7 +196,7 @@ def _row(handler: str, limits: ClusterLimits) -> dict[str, Any]:
 async def register(conn: AsyncConnection[Any], limits: dict[str, ClusterLimits]) -> None:
     """Write this node's ``limits`` (by handler) to their rows: the last writer's hold."""
     for handler, wanted in sorted(limits.items()):  # in one order: no deadlock between nodes
-        await conn.execute(_REGISTER, _row(handler, wanted))
+        await conn.execute(_REGISTER, {**_row(handler, wanted), "write": True})
 
 
 async def claim(
@@ -205,15 +211,13 @@ async def claim(
     """Claim ``(key, version, partition, epoch)`` requests of cluster-limited ``handler``
     within its row's limits (see the module docstring). ``write``: this node's ``limits`` go to
     the row first (a registration it has not written yet); a missing row is written anyway."""
-    params = arrays(requests, ("keys", "versions", "parts", "epochs"), node=node)
+    params = arrays(requests, ("keys", "versions", "parts", "epochs"), node=node, write=write)
     params.update(_row(handler, limits))
-    async with conn.transaction():
-        locked = None
-        if not write:
-            locked = await (await conn.execute(_LOCK, params)).fetchone()
-        if locked is None:
-            await conn.execute(_REGISTER, params)  # takes the row's lock as well
-        rows = await (await conn.execute(_CLAIM, params)).fetchall()
+    # One round trip: BEGIN, the row locked (inserted if missing), the claim, COMMIT.
+    async with conn.pipeline(), conn.transaction():
+        await conn.execute(_REGISTER, params)
+        cur = await conn.execute(_CLAIM, params)
+    rows = await cur.fetchall()
     claimed: list[Claimed] = []
     early: list[tuple[str, float]] = []
     refused: list[str] = []
