@@ -24,7 +24,7 @@ its rows; tokens are never held by a node (the bucket refills on the database's 
 
 A requested row that was due and pending but over the limit is **refused**
 (:attr:`LimitedClaim.refused`): not claimed, not charged, still PENDING. The reply says why
-(``blocked_on``) and, for a token, when the next one is there (:meth:`LimitedClaim.token_wait`).
+(``blocked_on``) and how many tokens are left, so the node knows when the next one is there.
 
 Which limits hold: the row's. A node writes its own at :func:`register` (when it opens, for each
 handler registered before) and at its first claim after a (re-)registration, so the node that
@@ -165,12 +165,6 @@ class LimitedClaim(NamedTuple):
         if self.concurrency is not None and self.running + claimed >= self.concurrency:
             return "slot"
         return "token"
-
-    def token_wait(self) -> float:
-        """Seconds until the bucket holds a whole token again (0: it does now)."""
-        if self.rate is None or self.tokens is None:
-            return 0.0
-        return max(0.0, 1.0 - self.tokens) / self.rate
 
 
 class BucketRow(NamedTuple):
