@@ -46,6 +46,7 @@ Request = tuple[str, int, int, int]
 
 
 def cluster_limits(limits: HandlerLimits) -> ClusterLimits:
+    """A registration's limits as the row holds them."""
     return ClusterLimits(limits.rate, limits.burst, limits.concurrency)
 
 
@@ -66,6 +67,7 @@ class ClusterLimiter:
         self._warned: set[str] = set()
 
     def gate_of(self, handler: str) -> Gate | None:
+        """``handler``'s gate if it is limited across the cluster, else None."""
         gate = self._limits.gates.get(handler)
         return gate if gate is not None and gate.limits.scope == "cluster" else None
 
