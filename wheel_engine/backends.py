@@ -25,12 +25,12 @@ if TYPE_CHECKING:
     from wheel_engine.events import EventBus
     from wheel_engine.local_storage import LocalStorage
     from wheel_engine.nodes.node import Node
+    from wheel_engine.starting import Starter
     from wheel_engine.stats import Counters
     from wheel_engine.storage import Storage
     from wheel_engine.timers import TimerTable
     from wheel_engine.trigger import Trigger
     from wheel_engine.validation import RequestChecker
-    from wheel_engine.workers import WorkerPool
 
 __all__ = ["Backend", "MemoryBackend", "NodeBackend", "SqliteBackend", "backend_for"]
 
@@ -106,7 +106,7 @@ class SqliteBackend(MemoryBackend):
 
 #: The engine's parts a node works with (see ``Node.open``).
 NodeParts: TypeAlias = (
-    "tuple[TimerTable, Trigger, WorkerPool, Commits, Counters, RequestChecker, EventBus]"
+    "tuple[TimerTable, Trigger, Starter, Commits, Counters, RequestChecker, EventBus]"
 )
 
 
@@ -120,8 +120,9 @@ class NodeBackend:
         self._parts = parts
 
     async def open(self, clock: Clock) -> Storage:
-        table, trigger, pool, commits, stats, check, events = self._parts
-        return await self._node.open(table, trigger, pool, commits, stats, check, clock, events)
+        table, trigger, starter, commits, stats, check, events = self._parts
+        parts = (table, trigger, starter.pool, commits, stats, check)
+        return await self._node.open(*parts, clock, events, starter.limits)
 
     async def stop(self) -> None:
         await self._node.stop()  # the loops; closing the journal releases the partitions

@@ -100,9 +100,9 @@ def check_limits(
 def check_scope(name: str, limits: HandlerLimits | None, *, shared: bool) -> None:
     """Whether ``limits``' scope is available on this store (``shared``: PostgreSQL).
 
-    ``limit_scope="cluster"`` holds limits across nodes through a shared database: on
-    memory or SQLite there is no cluster, so it is refused; on PostgreSQL it is not built yet
-    (``docs/guide/handlers.md``), and refused rather than quietly enforced per node."""
+    ``limit_scope="cluster"`` holds limits across nodes through a shared database
+    (:mod:`wheel_engine.nodes.limited`): in memory or on SQLite there is no cluster, so it is
+    refused rather than quietly enforced on the one node."""
     if limits is None or limits.scope != "cluster":
         return
     if not shared:
@@ -110,7 +110,3 @@ def check_scope(name: str, limits: HandlerLimits | None, *, shared: bool) -> Non
             f"handler {name!r}: limit_scope='cluster' needs a PostgreSQL journal; in memory or on "
             "SQLite there is one node, use limit_scope='node'"
         )
-    raise ValueError(
-        f"handler {name!r}: limit_scope='cluster' is not available yet; limit_scope='node' "
-        "limits each node's own starts"
-    )

@@ -74,6 +74,7 @@ class Gate:
         "blocked_on",
         "bucket",
         "concurrency",
+        "held_until",
         "limits",
         "name",
         "parked",
@@ -102,6 +103,7 @@ class Gate:
         self.woken: deque[Timer] = deque()  # moved to the starter's queue, not taken yet
         self.throttled = 0  # timers parked since start (each time one had to wait)
         self.blocked_on = "slot"  # what the line waits for: "slot" or "token"
+        self.held_until = 0.0  # cluster scope: no slot free in the cluster, try again then
         self.limits = limits
         self.concurrency: int | None = None
         self.bucket: TokenBucket | None = None
@@ -183,10 +185,13 @@ class Gate:
         if self._outstanding():  # the last one taken wakes the line; a cancelled one would not
             self._wake_handle = self._clock.call_at(self._clock.time() + STALE_RECHECK, self.wake)
             return
-        room = self._room(self._clock.time())
+        now = self._clock.time()
+        room = self._room(now)
         if room <= 0:
             if self.blocked_on == "token":
                 self._wake_at_refill()
+            elif self.held_until > now:
+                self._wake_handle = self._clock.call_at(self.held_until, self.wake)
             return  # else a release wakes the line
         parked = self.parked
         queue = self._queue
@@ -201,6 +206,11 @@ class Gate:
             moved += 1
         if moved:
             self._starts.start_later()
+
+    def put_back(self, timer: Timer, now: float) -> None:
+        """``timer`` was admitted, then refused by the store (cluster scope) and uncharged."""
+        timer.where = QUEUED
+        self._line(timer, now)
 
     def close(self) -> None:
         """The engine closes: no more wakes (the parked timers stay PENDING, uncharged)."""
@@ -241,6 +251,9 @@ class Gate:
         """How many may be moved to the starter's queue now, at most ``WAKE_BATCH`` (and what
         the line waits for, when none)."""
         room = WAKE_BATCH
+        if now < self.held_until:
+            self.blocked_on = "slot"
+            return 0
         if self.concurrency is not None:
             room = min(room, self.concurrency - self.running)
             if room <= 0:
@@ -338,17 +351,14 @@ class Limits:
 
     def release(self, timer: Timer) -> None:
         """``timer``'s attempt ended: its handler's slot is free."""
-        if not self.gates:
-            return
-        gate = self.gates.get(timer.handler)
+        gate = self.gates.get(timer.handler) if self.gates else None
         if gate is not None:
+            gate.held_until = 0.0  # a slot of the cluster's is free: this one
             gate.release()
 
     def release_all(self, timers: Iterable[Timer]) -> None:
         gates = self.gates
-        if not gates:
-            return
-        for timer in timers:
+        for timer in timers if gates else ():
             gate = gates.get(timer.handler)
             if gate is not None:
                 gate.release()

@@ -43,25 +43,27 @@ FIGURES: dict[str, tuple[str, str]] = {
     "nodes": ("8", "nodes"),
     "transactional": ("9", "transactional"),
     "mass_expiry": ("10", "mass_expiry"),
+    "mass_expiry_pg": ("10", "mass_expiry_pg"),  # its PostgreSQL half: needs a server
 }
 
 
 def _parse_only(text: str | None) -> list[str]:
     if not text:
         return list(FIGURES)
-    by_number = {num: name for name, (num, _) in FIGURES.items()}
+    by_number: dict[str, list[str]] = {}  # a number may name several halves (10)
+    for name, (num, _) in FIGURES.items():
+        by_number.setdefault(num, []).append(name)
     chosen: list[str] = []
     for raw in text.split(","):
         item = raw.strip().lower()
         if not item:
             continue
-        name = by_number.get(item, item)
-        if name not in FIGURES:
+        names = by_number.get(item, [item])
+        if any(name not in FIGURES for name in names):
             raise argparse.ArgumentTypeError(
-                f"unknown figure {raw!r}; choose from {', '.join(FIGURES)} (or 1-{len(FIGURES)})"
+                f"unknown figure {raw!r}; choose from {', '.join(FIGURES)} (or 1-{len(by_number)})"
             )
-        if name not in chosen:
-            chosen.append(name)
+        chosen += [name for name in names if name not in chosen]
     return [n for n in FIGURES if n in chosen]
 
 

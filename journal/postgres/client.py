@@ -18,6 +18,7 @@ from journal.postgres import inspection, reads, writes
 from journal.postgres.checking import CheckReport, check_sync
 from journal.postgres.errors import translated
 from journal.postgres.inspection import DueEdges, NodeRow, PartitionRow
+from journal.postgres.limiting import READ_LIMITS, BucketRow, bucket_rows
 from journal.postgres.reads import Summary
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import read_partitions_sync
@@ -29,6 +30,7 @@ __all__ = ["PostgresClient"]
 
 #: Seconds to wait for the server before the CLI gives up with one line.
 CONNECT_TIMEOUT = 10
+_HAS_LIMITS = "SELECT to_regclass('wheel_limits') IS NOT NULL"
 
 
 class PostgresClient(Requests):
@@ -95,6 +97,14 @@ class PostgresClient(Requests):
     def nodes(self) -> list[NodeRow]:
         with translated(self.where, "reading the nodes"):
             return inspection.nodes_sync(self._conn)
+
+    def limits(self) -> list[BucketRow]:
+        """The cluster-wide limits (``limit_scope="cluster"``), by handler: none on a journal
+        from before them."""
+        with translated(self.where, "reading the limits"):
+            if self._conn.execute(_HAS_LIMITS).fetchone() != (True,):
+                return []
+            return bucket_rows(self._conn.execute(READ_LIMITS).fetchall())
 
     def last_version(self) -> int:
         with translated(self.where, "reading the version sequence"):

@@ -47,21 +47,31 @@ __all__ = [
     "unclaim",
 ]
 
-_ATTEMPT: Final = (
+#: The requests whose partition this node holds at their epoch (``mine``): the start of every
+#: claim statement (this one, and a cluster-limited handler's in ``limiting``).
+MINE: Final = (
     "WITH req AS (SELECT * FROM unnest(%(keys)s::text[], %(versions)s::bigint[],"
     "   %(parts)s::int[], %(epochs)s::bigint[]) AS r(key, version, partition, epoch)),"
     " owned AS (SELECT p.partition, p.epoch FROM wheel_partitions p"
     "   WHERE p.partition = ANY(%(parts)s::int[]) AND p.owner = %(node)s"
     f"   AND p.lease_until > {DB_NOW} FOR SHARE),"
     " mine AS (SELECT r.* FROM req r JOIN owned o"
-    "   ON o.partition = r.partition AND o.epoch = r.epoch),"
-    f" claimed AS (UPDATE wheel_timers t SET state = {RUNNING_CODE}, attempts = t.attempts + 1,"
+    "   ON o.partition = r.partition AND o.epoch = r.epoch)"
+)
+#: What a claim sets on a row it takes (``m``: the request), and what it returns of it.
+CLAIM_SET: Final = (
+    f"UPDATE wheel_timers t SET state = {RUNNING_CODE}, attempts = t.attempts + 1,"
     f"   run_epoch = m.epoch, first_attempt_at = coalesce(t.first_attempt_at, {DB_NOW}),"
     "   cancel_requested = false"
+)
+CLAIM_RETURNING: Final = " RETURNING t.key, t.version, t.attempts, t.first_attempt_at, t.run_epoch"
+_ATTEMPT: Final = (
+    f"{MINE},"
+    f" claimed AS ({CLAIM_SET}"
     "   FROM mine m WHERE t.key = m.key AND t.version = m.version"
     f" AND t.state = {PENDING_CODE}"
     f"   AND t.due <= {DB_NOW}"
-    "   RETURNING t.key, t.version, t.attempts, t.first_attempt_at, t.run_epoch)"
+    f"  {CLAIM_RETURNING})"
     f" SELECT key, version, attempts, first_attempt_at, run_epoch, NULL::float8, {DB_NOW}"
     " FROM claimed"
     " UNION ALL"

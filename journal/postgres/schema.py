@@ -1,6 +1,6 @@
 """The PostgreSQL journal's tables, created and upgraded by numbered migrations.
 
-Tables (schema_version 2)::
+Tables (schema_version 4)::
 
     wheel_meta        (name PK, value): schema_version, partitions
     wheel_partitions  (partition PK, owner, epoch, lease_until, acquired_at)
@@ -8,6 +8,8 @@ Tables (schema_version 2)::
     wheel_timers      (key PK, partition, version, handler, due, payload, state, attempts,
                        last_error, first_attempt_at, run_epoch, cancel_requested,
                        change_seq, change_xid, updated_at, finished_at, trace)
+    wheel_limits      (handler PK, rate, burst, concurrency, tokens, stamp): the cluster-wide
+                       limits of handlers registered with ``limit_scope="cluster"``
 
 Times (``due``, ``lease_until``, ``updated_at``...) are epoch seconds as ``double precision``,
 the engine's own unit, so a due time goes in and comes out as the same float. Times that the
@@ -130,10 +132,29 @@ _V2: Final = ("ALTER TABLE wheel_timers ADD COLUMN trace text",)
 #: is refused anyway: a newer schema); ``wheel-engine check`` names any row so misplaced.
 _RECURRENCES_BY_NAME: Final = (move_recurrence_rows,)
 
+#: Cluster-wide flow control (#26, :mod:`journal.postgres.limiting`): a row per handler
+#: registered with ``limit_scope="cluster"``, its token bucket (``tokens`` as of ``stamp``, on
+#: the database's clock) taken in the claim's own statement. The claim counts the handler's
+#: running attempts (RUNNING under a live lease) by the second index, and a limited handler's
+#: horizon is read on its own (the loader's cap per handler) by the first.
+_CLUSTER_LIMITS: Final = (
+    "CREATE TABLE wheel_limits ("
+    " handler text PRIMARY KEY,"
+    " rate double precision,"
+    " burst integer,"
+    " concurrency integer,"
+    " tokens double precision NOT NULL,"
+    " stamp double precision NOT NULL)",
+    "CREATE INDEX wheel_timers_pending_handler ON wheel_timers (handler, due, version)"
+    f" WHERE state = {PENDING_CODE}",
+    "CREATE INDEX wheel_timers_running_handler ON wheel_timers (handler)"
+    f" WHERE state = {RUNNING_CODE}",
+)
+
 #: A migration step: an SQL statement, or a :data:`PythonStep`.
 Step = str | PythonStep
 #: ``MIGRATIONS[n - 1]`` takes a database from schema_version ``n - 1`` to ``n``. Append only.
-MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (_V1, _V2, _RECURRENCES_BY_NAME)
+MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (_V1, _V2, _RECURRENCES_BY_NAME, _CLUSTER_LIMITS)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 #: The first schema_version that places a recurrence's keys by its name.
 RECURRENCES_BY_NAME_SINCE: Final = MIGRATIONS.index(_RECURRENCES_BY_NAME) + 1

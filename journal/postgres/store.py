@@ -27,20 +27,22 @@ import logging
 import math
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from journal.errors import JournalError
-from journal.postgres import firing, pruning, reads, writes
+from journal.postgres import firing, limiting, pruning, reads, writes
 from journal.postgres.errors import translated
 from journal.postgres.feed import ChangeFeed, Listener
 from journal.postgres.firing import AttemptResult, Outcome
 from journal.postgres.in_transaction import Identity, InTransaction, read_identity
 from journal.postgres.leases import DEFAULT_LEASE, LeaseChange, Leases
+from journal.postgres.limiting import ClusterLimits, LimitedClaim
 from journal.postgres.loader import DEFAULT_HORIZON, Horizon
+from journal.postgres.pooling import CONNECTION_KWARGS, checkout, new_pool
 from journal.postgres.reads import Summary
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import migrate
@@ -59,9 +61,6 @@ DEFAULT_POOL_SIZE: Final = 4
 CONNECT_TIMEOUT: Final = 10.0
 #: Seconds a replaced pool waits for its connections in use before it closes them.
 _OLD_POOL_WAIT: Final = 5.0
-#: Options for every connection: autocommit (each statement its own transaction unless a
-#: ``transaction()`` block says otherwise) and no server-side prepared statements.
-CONNECTION_KWARGS: Final[dict[str, Any]] = {"autocommit": True, "prepare_threshold": None}
 
 
 def default_node() -> str:
@@ -123,7 +122,7 @@ class PostgresStore(Requests):
         async with first:
             with translated(where, "creating or checking the schema", scrub):
                 leases.partitions = await migrate(first, partitions)
-        pool = _pool(target, leases.node, pool_size, connect_timeout)
+        pool = new_pool(target, leases.node, pool_size, connect_timeout)
         try:
             with translated(where, "connecting", scrub):
                 await pool.open(wait=True, timeout=connect_timeout)
@@ -131,7 +130,9 @@ class PostgresStore(Requests):
             await pool.close()
             raise
         store = cls(target, pool, leases, loaded)
-        store._renewing = functools.partial(_pool, target, leases.node, pool_size, connect_timeout)
+        store._renewing = functools.partial(
+            new_pool, target, leases.node, pool_size, connect_timeout
+        )
         if listen:
             store.listener.reconnected = store._renew_pool
             store.listener.start()
@@ -207,6 +208,24 @@ class PostgresStore(Requests):
         async with self._connection("committing attempts") as conn:
             return await firing.attempt(conn, self.node, requests)
 
+    async def claim_limited(
+        self,
+        handler: str,
+        limits: ClusterLimits,
+        requests: Sequence[tuple[str, int, int, int]],
+        *,
+        write: bool,
+    ) -> LimitedClaim:
+        """:meth:`claim` of a ``limit_scope="cluster"`` handler's requests: within the limits
+        of its row, taken in the claim's own statement (see ``limiting``)."""
+        async with self._connection("committing attempts") as conn:
+            return await limiting.claim(conn, self.node, handler, limits, requests, write=write)
+
+    async def register_limits(self, limits: dict[str, ClusterLimits]) -> None:
+        """Write this node's cluster-wide limits, by handler (see ``limiting``)."""
+        async with self._connection("registering limits") as conn:
+            await limiting.register(conn, limits)
+
     async def unclaim_at(self, claims: Sequence[tuple[str, int, int]]) -> set[str]:
         """:meth:`unclaim` of ``(key, version, epoch)`` claimed under that epoch (whatever this
         node holds now: a claim whose lease lapsed is given back too, unless taken over)."""
@@ -256,6 +275,11 @@ class PostgresStore(Requests):
         """Pending timers of the held partitions, on from what was loaded (see ``loader``)."""
         async with self._connection("loading timers") as conn:
             return await self.horizon.refill(conn, self.held())
+
+    async def refill_capped(self) -> list[StoredTimer]:
+        """The capped handlers' pending timers, on from their own cursors (see ``loader``)."""
+        async with self._connection("loading timers") as conn:
+            return await self.horizon.refill_capped(conn, self.held())
 
     async def catch_up(self, partitions: Sequence[int]) -> list[StoredTimer]:
         """A newly gained partition's pending timers up to what was loaded elsewhere."""
@@ -312,7 +336,7 @@ class PostgresStore(Requests):
     def _connection(self, doing: str) -> contextlib.AbstractAsyncContextManager[Any]:
         if self._closed:
             raise JournalError(f"PostgreSQL journal is closed: {self.where}")
-        return _checkout(self._pool, self._target, doing)
+        return checkout(self._pool, self._target, doing)
 
     # -- after an outage --------------------------------------------------------------------
 
@@ -369,26 +393,3 @@ class PostgresStore(Requests):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<PostgresStore {self.where} node={self.node!r} {state}>"
-
-
-def _pool(target: Target, node: str, size: int, timeout: float) -> AsyncConnectionPool:
-    """A pool of up to ``size`` connections to ``target``, not open yet."""
-    return AsyncConnectionPool(
-        target.url,
-        min_size=1,
-        max_size=size,
-        kwargs={**CONNECTION_KWARGS, **target.kwargs()},
-        timeout=timeout,
-        open=False,
-        name=f"wheel-engine {node}",
-    )
-
-
-@contextlib.asynccontextmanager
-async def _checkout(
-    pool: AsyncConnectionPool, target: Target, doing: str
-) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """A pooled connection, with driver errors (a pool timeout too) translated."""
-    with translated(target.where, doing, target.scrub):
-        async with pool.connection() as conn:
-            yield conn

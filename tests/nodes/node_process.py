@@ -14,6 +14,9 @@ Handlers (payload ``{"hold": seconds}``, optional):
 - ``"slow"`` logs the firing, holds (default 60 s), and logs ``"cancelled"`` if its task is
   cancelled (a cancel from another node reached it);
 - ``"flaky"`` logs the firing, holds, then fails its first attempt (retried 0.2 s later);
+- ``"capped"`` (registered when ``WHEEL_TEST_LIMITS`` holds a JSON object of flow-control
+  options, ``{"concurrency": 2, "limit_scope": "cluster"}`` say) logs the firing and holds
+  (default 60 s), under those limits;
 - ``"block"``, a plain handler, logs the firing and, on its first attempt, blocks the whole
   process's loop for the hold (``time.sleep``): what a handler that must not block does.
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
@@ -86,6 +90,9 @@ def register(engine: Engine, node: str, log: IO[str]) -> None:
             time.sleep(hold(firing, 0.0))
 
     engine.register("h", h)
+    limits = os.environ.get("WHEEL_TEST_LIMITS")
+    if limits:
+        engine.register("capped", slow, **json.loads(limits))
     engine.register("block", block)
     engine.register("slow", slow)
     engine.register("flaky", flaky, retry=RetryPolicy(initial=0.2, jitter=False))

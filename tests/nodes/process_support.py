@@ -29,10 +29,14 @@ PARTITIONS = 64
 class NodeProcess:
     """One ``node_process.py``; its stdout lines arrive on a queue (a thread reads them)."""
 
-    def __init__(self, url: str, name: str, lease: float, log: Path) -> None:
+    def __init__(
+        self, url: str, name: str, lease: float, log: Path, limits: dict[str, Any] | None = None
+    ) -> None:
         self.name = name
         self.log = log
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        if limits is not None:  # the "capped" handler's flow-control options
+            env["WHEEL_TEST_LIMITS"] = json.dumps(limits)
         argv = [sys.executable, str(WORKER), url, name, str(lease), str(log)]
         self.proc = subprocess.Popen(
             argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -88,9 +92,11 @@ class NodeProcess:
         assert self.proc.returncode in (0, -signal.SIGKILL), err.decode()
 
 
-def start_nodes(url: str, names: list[str], lease: float, logs: Path) -> list[NodeProcess]:
+def start_nodes(
+    url: str, names: list[str], lease: float, logs: Path, limits: dict[str, Any] | None = None
+) -> list[NodeProcess]:
     """Node processes started together, once every one of them runs its engine."""
-    nodes = [NodeProcess(url, name, lease, logs / f"{name}.log") for name in names]
+    nodes = [NodeProcess(url, name, lease, logs / f"{name}.log", limits) for name in names]
     for node in nodes:
         node.ready()
     return nodes

@@ -117,6 +117,45 @@ async def test_status_counts_states_handlers_overdue_and_shows_the_partitions(
     assert data["schema_version"] == SCHEMA_VERSION and data["backend"] == "postgresql"
 
 
+async def test_status_shows_the_cluster_wide_limits_with_their_tokens_and_running(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from journal.postgres.limiting import ClusterLimits
+
+    s = await journal_with_every_state(pg_url)
+    try:
+        code, data = run_json(capsys, "status", pg_url)
+        assert code == 0 and data["limits"] == {}  # none registered: no table shown
+        await s.register_limits(
+            {"slow": ClusterLimits(None, None, 3), "ok": ClusterLimits(5.0, 2, None)}
+        )
+        code, data = run_json(capsys, "status", pg_url)
+        human, out, _ = run(capsys, "status", pg_url)
+    finally:
+        await s.close()
+    assert code == 0 and human == 0
+    assert data["limits"] == {
+        "ok": {
+            "scope": "cluster",
+            "concurrency": None,
+            "rate": 5.0,
+            "burst": 2,
+            "tokens": 2.0,
+            "running": 0,
+        },
+        # run:1 is RUNNING under node-a's live lease: it takes one of the three slots
+        "slow": {
+            "scope": "cluster",
+            "concurrency": 3,
+            "rate": None,
+            "burst": None,
+            "tokens": None,
+            "running": 1,
+        },
+    }
+    assert "limits across the cluster" in out and "slow" in out
+
+
 async def test_status_reports_unhandled_live_timers_against_the_given_handlers(
     pg_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

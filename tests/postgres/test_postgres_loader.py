@@ -67,3 +67,37 @@ async def test_a_gained_partition_catches_up_to_what_the_others_loaded(pg_url: s
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_capped_handler_is_read_a_slice_at_a_time_and_never_holds_the_others_back(
+    pg_url: str,
+) -> None:
+    """A limited handler's backlog due at once (issue 26): its rows come ``room`` at a time on a
+    cursor of their own, and the other handlers' rows due after it are read at once."""
+    s = await open_store(pg_url, "a", horizon=100.0)
+    try:
+        await s.maintain()
+        s.horizon.max_rows = 30
+        s.horizon.cap({"a"})
+        room = {"a": 10}
+        s.horizon.room = lambda handler: room[handler]
+        now = db_now(pg_url) - 5.0  # all overdue
+        backlog = [s.request(f"a{i:02}", "a", now + i / 100) for i in range(50)]
+        others = [s.request(f"b{i}", "b", now + 1.0 + i) for i in range(3)]
+        await s.schedule_many(backlog + others)
+        first = await s.refill()
+        assert [r.key for r in first if r.handler == "b"] == ["b0", "b1", "b2"]
+        sliced = [r for r in first if r.handler == "a"]
+        assert [r.key for r in sliced] == [f"a{i:02}" for i in range(10)]
+        assert s.horizon.covers(sliced[-1].due, sliced[-1].version, "a")
+        assert not s.horizon.covers(sliced[-1].due, sliced[-1].version + 1, "a")
+        assert s.horizon.covers(now + 0.5, 0, "b")  # the others' cursor went past the backlog
+        room["a"] = 0  # its gate is full: nothing more is read
+        assert await s.refill_capped() == []
+        room["a"] = 25
+        assert [r.key for r in await s.refill_capped()] == [f"a{i:02}" for i in range(10, 35)]
+        s.horizon.cap(set())  # no longer capped: the shared cursor reads on from its own
+        again = await s.refill()  # (the others' rows past it are handed out again)
+        assert [r.key for r in again if r.handler == "a"] == [f"a{i:02}" for i in range(35, 50)]
+    finally:
+        await s.close()

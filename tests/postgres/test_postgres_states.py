@@ -115,6 +115,9 @@ async def test_the_server_stores_and_indexes_journal_states_codes(pg_url: str) -
             "wheel_timers_pending": {STATE_CODE[PENDING]},
             "wheel_timers_running": {STATE_CODE[RUNNING]},
             "wheel_timers_finished": {STATE_CODE[s] for s in FINISHED},
+            # Cluster-wide limits (#26): a handler's pending horizon, its running count.
+            "wheel_timers_pending_handler": {STATE_CODE[PENDING]},
+            "wheel_timers_running_handler": {STATE_CODE[RUNNING]},
         }
         await store.schedule_many([store.request("k", "h", 1e9)])
         assert row_of(pg_url, "k")["state"] == STATE_CODE[PENDING]

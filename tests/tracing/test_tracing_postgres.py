@@ -234,7 +234,7 @@ async def test_rows_from_before_tracing_fire_unlinked(spans: Any, pg_url: str) -
     old_row(pg_url, "old-late", now + 8.0)
     fired: dict[str, str] = {}
     first = node(pg_url, "a", fired)
-    async with first:  # migrates the schema from 1: the old rows' trace is NULL
+    async with first:  # migrates the schema to the latest: the old rows' trace is NULL
         version = sql(pg_url, "SELECT value FROM wheel_meta WHERE name = 'schema_version'")
         assert version == [(SCHEMA_VERSION,)]
         with trace.get_tracer("app").start_as_current_span("request"):

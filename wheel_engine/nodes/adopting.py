@@ -106,7 +106,7 @@ class Adopter:
 
     def _pending(self, local: Timer | None, row: StoredTimer) -> bool:
         held = row.partition in self._store.leases.owned
-        if not held or not self._store.horizon.covers(row.due, row.version):
+        if not held or not self._store.horizon.adopts(row.due, row.version, row.handler):
             if local is not None and local.state is not RUNNING:
                 self.forget(local)  # replaced or redriven; its owner's loader brings it in time
             return False

@@ -4,6 +4,10 @@
   range stays at least three quarters of a horizon ahead of now), and prunes finished rows
   past the retention window, or beyond the journal's newest ``max_retained`` finished rows, in
   the partitions this node holds.
+- :class:`CappedReader` reads the limited handlers' timers on cursors of their own, a slice at
+  a time as their gates' lines drain (the loader's cap per handler: ``Horizon.capped``), so a
+  limited handler's backlog of millions due at once is never all in memory, and never stands
+  in the way of the other handlers' refill.
 - :class:`FeedReader` applies the rows changed in the held partitions by any node (schedules,
   replaces, cancels, cancel requests of running handlers, other nodes' claims), woken early by
   ``LISTEN/NOTIFY`` and polling every :data:`FEED_POLL` seconds without it. A NOTIFY that
@@ -17,14 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from typing import Final
 
 from journal.errors import JournalError
 from journal.postgres import PostgresStore
+from wheel_engine.limits import Limits
 from wheel_engine.nodes.adopting import Adopter
 
-__all__ = ["FEED_POLL", "FeedReader", "Refiller"]
+__all__ = ["CAPPED_EVERY", "CAPPED_ROWS", "FEED_POLL", "CappedReader", "FeedReader", "Refiller"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +38,11 @@ logger = logging.getLogger(__name__)
 FEED_POLL: Final = 1.0
 #: The refill runs this many times per horizon.
 REFILLS_PER_HORIZON: Final = 4
+#: Seconds between reads of the limited handlers' own cursors (well within CAPPED_LOOKAHEAD).
+CAPPED_EVERY: Final = 0.5
+#: A limited handler's timers held at most (loaded, not started), unless its rate starts more
+#: than half of that in one CAPPED_EVERY: then what it starts in four of them.
+CAPPED_ROWS: Final = 10_000
 
 
 class Refiller:
@@ -62,6 +73,46 @@ class Refiller:
         while True:
             await asyncio.sleep(self.every)
             await self.refill()
+
+
+class CappedReader:
+    """The limited handlers' own cursors (see the module docstring)."""
+
+    def __init__(self, store: PostgresStore, adopter: Adopter, limits: Limits) -> None:
+        self._store = store
+        self._adopter = adopter
+        self._limits = limits
+        store.horizon.room = self.room
+
+    def sync(self) -> None:
+        """The handlers limited now are the ones capped (a registration may have changed)."""
+        horizon = self._store.horizon
+        if horizon.capped.keys() != self._limits.gates.keys():
+            horizon.cap(set(self._limits.gates))
+
+    def room(self, handler: str) -> int:
+        """How many more of ``handler``'s timers to load now: none while its gate holds more
+        than half its cap (so reads come in slices, not one per start)."""
+        gate = self._limits.gates.get(handler)
+        if gate is None:
+            return CAPPED_ROWS
+        rate = gate.limits.rate
+        cap = CAPPED_ROWS if rate is None else max(CAPPED_ROWS, math.ceil(rate * 4 * CAPPED_EVERY))
+        free = cap - gate.waiting() - len(gate.woken)
+        return free if free * 2 >= cap else 0
+
+    async def read(self) -> None:
+        self.sync()
+        try:
+            self._adopter.rows(await self._store.refill_capped())
+        except JournalError as exc:
+            logger.warning("capped refill of node %s failed: %s", self._store.node, exc)
+
+    async def run(self) -> None:
+        """Reads until cancelled."""
+        while True:
+            await asyncio.sleep(CAPPED_EVERY)
+            await self.read()
 
 
 class FeedReader:

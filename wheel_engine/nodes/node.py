@@ -7,7 +7,8 @@ runs the lease loop, the change feed and the refill as tasks; :meth:`Node.stop` 
 engine closes the store afterwards, through its commit path, which releases the partitions).
 
 The wheel holds only the pending timers of the partitions this node owns that are due within
-the horizon; ``Engine.lookup`` reads the database for the rest.
+the horizon (of a limited handler, a slice of its backlog: ``CappedReader``);
+``Engine.lookup`` reads the database for the rest.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from journal.postgres.store import CONNECT_TIMEOUT
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
+from wheel_engine.limits import Limits
 from wheel_engine.nodes.adopting import Adopter
 from wheel_engine.nodes.joined import JoinedWrites
 from wheel_engine.nodes.leasing import LeaseKeeper
-from wheel_engine.nodes.loading import FeedReader, Refiller
+from wheel_engine.nodes.limited import ClusterLimiter
+from wheel_engine.nodes.loading import CappedReader, FeedReader, Refiller
 from wheel_engine.nodes.scheduler import NodeScheduler
 from wheel_engine.nodes.sink import NodeSink
 from wheel_engine.stats import Counters
@@ -64,6 +67,7 @@ class Node:
         self.max_retained = max_retained
         self.store: PostgresStore | None = None
         self._sink: NodeSink | None = None
+        self._limiter: ClusterLimiter | None = None
         self._tasks: list[asyncio.Task[None]] = []
         #: Writes in callers' transactions (``connection=``), once open (issue 27).
         self.transactions: JoinedWrites | None = None
@@ -78,6 +82,7 @@ class Node:
         check: RequestChecker,
         clock: Clock,
         events: EventBus,
+        limits: Limits,
     ) -> NodeScheduler:
         """Connect, take partitions, load their horizon, start the loops; returns the
         engine's storage."""
@@ -90,18 +95,22 @@ class Node:
         )
         try:
             adopter = Adopter(table, trigger, pool, store)
-            sink = NodeSink(store, adopter, table, trigger)
+            limiter = ClusterLimiter(store, limits, table, clock)
+            await limiter.register()  # this node's cluster-wide limits, before any claim
+            sink = NodeSink(store, adopter, table, trigger, limiter)
             pool.start_guard = sink.may_start  # fenced again as each handler starts
             self._keeper = LeaseKeeper(store, adopter, sink)
             self._feed = FeedReader(store, adopter, self._keeper.wake)
             self._refiller = Refiller(store, adopter, self.retention, self.max_retained)
+            self._capped = CappedReader(store, adopter, limits)
+            self._capped.sync()  # limited handlers are read on cursors of their own
             await store.start_feed()  # before the first load: nothing falls between the two
             await self._keeper.round()
             adopter.rows(await store.refill())
         except BaseException:
             await store.close()
             raise
-        self.store, self._sink = store, sink
+        self.store, self._sink, self._limiter = store, sink, limiter
         commits.install(sink)
         self._start()
         scheduler = NodeScheduler(store, adopter, table, pool, stats, clock, events, check)
@@ -117,6 +126,7 @@ class Node:
             ("leases", self._keeper.run()),
             ("feed", self._feed.run()),
             ("refill", self._refiller.run()),
+            ("capped refill", self._capped.run()),
         ):
             self._tasks.append(loop.create_task(work, name=f"wheel-engine {self.name} {name}"))
 
@@ -135,9 +145,11 @@ class Node:
             logger.warning("node %s: %s did not stop within %s s", self.name, task, STOP_WAIT)
 
     def stats(self) -> dict[str, Any]:
-        """This node's name, the partitions it may fire in now, and what its firing path did
-        about faults (``node_faults``: see ``NodeSink.stats``)."""
+        """This node's name, the partitions it may fire in now, what its firing path did
+        about faults (``node_faults``: see ``NodeSink.stats``), and per cluster-limited handler
+        the cluster's running attempts and tokens as its last claim here saw them."""
         store = self.store
         held = [] if store is None or store.closed else store.held()
         faults = {} if self._sink is None else self._sink.stats()
-        return {"node": self.name, "partitions": held, "node_faults": faults}
+        seen = {} if self._limiter is None else dict(self._limiter.seen)
+        return {"node": self.name, "partitions": held, "node_faults": faults, "cluster": seen}

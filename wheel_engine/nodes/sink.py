@@ -41,7 +41,9 @@ from typing import Any, Final
 from journal import Attempt, Record
 from journal.errors import JournalError
 from journal.postgres import AttemptResult, PostgresStore
+from journal.postgres.limiting import LimitedClaim
 from wheel_engine.nodes.adopting import Adopter
+from wheel_engine.nodes.limited import ClusterLimiter
 from wheel_engine.nodes.outbox import Claim, Outbox
 from wheel_engine.nodes.rereading import Rereader
 from wheel_engine.timer import Timer
@@ -59,12 +61,27 @@ UNUSABLE_RETRY: Final = 0.2
 class NodeClaims:
     """One attempt statement's answer (see :class:`~wheel_engine.storage.Claims`)."""
 
-    __slots__ = ("_early", "_fenced", "_result", "_sent", "_sink", "_unsent", "_usable_at")
+    __slots__ = (
+        "_early",
+        "_fenced",
+        "_refused",
+        "_result",
+        "_sent",
+        "_sink",
+        "_unsent",
+        "_usable_at",
+    )
 
     def __init__(
-        self, sink: NodeSink, result: AttemptResult, unsent: set[str], sent: list[str]
+        self,
+        sink: NodeSink,
+        result: AttemptResult,
+        unsent: set[str],
+        sent: list[str],
+        refused: set[str],
     ) -> None:
         self._sink = sink
+        self._refused = refused  # a cluster-limited handler's row had no token or slot for them
         self._result = {(c.key, c.version): c for c in result.claimed}
         db_now = result.db_now
         self._early = {key: due - db_now for key, due in result.early} if db_now else {}
@@ -102,6 +119,8 @@ class NodeClaims:
         _uncharge(timer)
         if timer.state is not PENDING:
             return False  # cancelled here meanwhile
+        if key in self._refused and sink.limiter.put_back(timer):
+            return False  # waits in its gate, uncharged, to be asked about again
         wait = self._early.get(key)
         held = partition in sink.store.leases.owned
         if wait is None and key in self._unsent and held:
@@ -148,9 +167,11 @@ class NodeSink:
         adopter: Adopter,
         table: TimerTable,
         trigger: Trigger,
+        limiter: ClusterLimiter,
     ) -> None:
         self.store = store
         self.adopter = adopter
+        self.limiter = limiter
         #: key -> (version, epoch, attempt) of each attempt claimed here whose outcome is not
         #: written (or given up) yet.
         self.epochs: dict[str, Claim] = {}
@@ -258,7 +279,7 @@ class NodeSink:
         sent = [r for r in requests if not isinstance(r, str)]
         keys = [key for key, *_ in sent]
         try:
-            result = await self.store.claim(sent)
+            result, refused = await self._claim(sent)
         except JournalError:
             # Its commit may have happened: give back whatever it claimed, then fail the group
             # (the starter tries again in a moment). If this fails too, the rows stay RUNNING
@@ -274,7 +295,32 @@ class NodeSink:
         except BaseException:
             self._settle_all(keys)
             raise
-        return NodeClaims(self, result, unsent, keys)
+        return NodeClaims(self, result, unsent, keys, refused)
+
+    async def _claim(self, sent: list[tuple[str, int, int, int]]) -> tuple[AttemptResult, set[str]]:
+        """One claim statement for the plain handlers' requests and one per cluster-limited
+        handler's (:mod:`.limited`), all sent at once, all answered before any error is raised
+        (so the give-back after a failure comes after every commit); their answers merged, and
+        the keys the limits refused."""
+        plain, limited = self.limiter.split(sent)
+        if not limited:
+            return await self.store.claim(plain), set()
+        calls = [self.limiter.claim(handler, group) for handler, group in limited.items()]
+        replies = await asyncio.gather(self.store.claim(plain), *calls, return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise reply
+        first, *others = replies
+        assert isinstance(first, AttemptResult)
+        claimed, early, db_now = list(first.claimed), list(first.early), first.db_now
+        refused: set[str] = set()
+        for other in others:
+            assert isinstance(other, LimitedClaim)
+            claimed += other.result.claimed
+            early += other.result.early
+            db_now = db_now or other.result.db_now
+            refused.update(other.refused)
+        return AttemptResult(claimed, early, db_now), refused
 
     def _settle_all(self, keys: list[str]) -> None:
         for key in keys:

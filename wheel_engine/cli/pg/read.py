@@ -33,6 +33,7 @@ from wheel_engine.cli.read import LIVE, STATES, _limit, print_handlers, print_li
 if TYPE_CHECKING:
     from journal.postgres import PostgresClient, StoredTimer
     from journal.postgres.inspection import DueEdges, PartitionRow
+    from journal.postgres.limiting import BucketRow
 
 __all__ = ["cmd_list", "cmd_show", "cmd_status"]
 
@@ -93,6 +94,19 @@ def _status_data(client: PostgresClient, shown: str, known: set[str] | None) -> 
         "owners": dict(sorted(owners.items())),
         "live_nodes": live_nodes,
         "partitions": [partition_view(p, edges.now) for p in partitions],
+        "limits": {row.handler: _limit_view(row) for row in client.limits()},
+    }
+
+
+def _limit_view(row: BucketRow) -> dict[str, Any]:
+    """A handler's cluster-wide limits, its tokens now and its running attempts."""
+    return {
+        "scope": "cluster",
+        "concurrency": row.concurrency,
+        "rate": row.rate,
+        "burst": row.burst,
+        "tokens": None if row.tokens is None else round(row.tokens, 3),
+        "running": row.running,
     }
 
 
@@ -152,7 +166,26 @@ def cmd_status(args: argparse.Namespace, out: Output) -> int:
         title="partitions (leases on the database's clock)",
         right=["count"],
     )
+    if data["limits"]:
+        out.line()
+        out.table(
+            ["handler", "concurrency", "rate", "burst", "tokens", "running"],
+            [
+                [
+                    name,
+                    *(_dash(view[k]) for k in ("concurrency", "rate", "burst", "tokens")),
+                    view["running"],
+                ]
+                for name, view in data["limits"].items()
+            ],
+            title="limits across the cluster (limit_scope='cluster')",
+            right=["concurrency", "rate", "burst", "tokens", "running"],
+        )
     return EXIT_OK
+
+
+def _dash(value: object) -> object:
+    return "-" if value is None else value
 
 
 def _timer_dict(timer: StoredTimer, now: float) -> dict[str, Any]:

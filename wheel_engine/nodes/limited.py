@@ -1,0 +1,145 @@
+"""``limit_scope="cluster"`` on a node: the claims of cluster-limited handlers go through their
+rows in the database (:mod:`journal.postgres.limiting`), and what the database refused waits in
+the handler's gate, PENDING and uncharged.
+
+A cluster-limited handler has a gate (:mod:`wheel_engine.limits`) on every node as a node-scoped
+one does, with the same limits: no node alone may exceed them, so the gate is a cheap first
+filter that keeps the node's requests near what can start. The database decides: the node's
+sink (:mod:`wheel_engine.nodes.sink`) sends such a handler's part of a start group as a claim
+of its own (:meth:`ClusterLimiter.claim`), and after each reply :class:`ClusterLimiter`:
+
+- sets the gate's token bucket to the database's (tokens left, on the node's clock from now), so
+  the gate's refill wake comes when the database's bucket has a token again, never in a loop;
+- when every slot of the cluster was taken, holds the gate for :data:`SLOT_RETRY` seconds, or
+  until an attempt of that handler ends on this node (``Limits.release``);
+- puts each refused timer back into the gate's line (:meth:`ClusterLimiter.put_back`): QUEUED,
+  PENDING, its charge undone (no attempt, guarantee 5), in ``(due, version)`` order; it is not
+  "lost", and is asked about again when the gate wakes.
+
+Which limits the rows hold: those of the node that registered last (a node writes its own when
+it opens, and with its first claim after a later registration).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Final
+
+from journal.postgres import PostgresStore
+from journal.postgres.limiting import ClusterLimits, LimitedClaim
+from wheel_engine.clock import Clock
+from wheel_engine.limit_options import HandlerLimits
+from wheel_engine.limits import Gate, Limits
+from wheel_engine.timer import Timer
+from wheel_engine.timers import TimerTable
+
+__all__ = ["SLOT_RETRY", "ClusterLimiter"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a gate waits before asking again when the database found every slot of the cluster
+#: taken (a slot freed on another node is not announced here; one freed here wakes it at once).
+SLOT_RETRY: Final = 0.05
+
+Request = tuple[str, int, int, int]
+
+
+def cluster_limits(limits: HandlerLimits) -> ClusterLimits:
+    """A registration's limits as the row holds them."""
+    return ClusterLimits(limits.rate, limits.burst, limits.concurrency)
+
+
+class ClusterLimiter:
+    """The node's side of its cluster-limited handlers (see the module docstring)."""
+
+    def __init__(
+        self, store: PostgresStore, limits: Limits, table: TimerTable, clock: Clock
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._limits = limits
+        self._table = table
+        #: handler -> the limits this node wrote to its row (a new registration writes again)
+        self._written: dict[str, HandlerLimits] = {}
+        #: handler -> the cluster's running attempts and tokens as the last claim saw them
+        self.seen: dict[str, dict[str, Any]] = {}
+        self._warned: set[str] = set()
+
+    def gate_of(self, handler: str) -> Gate | None:
+        """``handler``'s gate if it is limited across the cluster, else None."""
+        gate = self._limits.gates.get(handler)
+        return gate if gate is not None and gate.limits.scope == "cluster" else None
+
+    async def register(self) -> None:
+        """Write the limits of every cluster-limited handler registered so far (at open)."""
+        gates = {n: g.limits for n, g in self._limits.gates.items() if g.limits.scope == "cluster"}
+        if gates:
+            await self._store.register_limits({n: cluster_limits(h) for n, h in gates.items()})
+            self._written.update(gates)
+
+    def split(self, requests: list[Request]) -> tuple[list[Request], dict[str, list[Request]]]:
+        """``requests`` of a start group: those of plain handlers, and by cluster-limited
+        handler those to claim within its row's limits."""
+        if not self._limits.gates:
+            return requests, {}
+        timers = self._table.timers
+        plain: list[Request] = []
+        limited: dict[str, list[Request]] = {}
+        for request in requests:
+            timer = timers.get(request[0])
+            if timer is not None and self.gate_of(timer.handler) is not None:
+                limited.setdefault(timer.handler, []).append(request)
+            else:
+                plain.append(request)
+        return plain, limited
+
+    async def claim(self, handler: str, requests: Sequence[Request]) -> LimitedClaim:
+        """Claim ``requests`` of ``handler`` through its row; the gate learns the answer."""
+        gate = self.gate_of(handler)
+        assert gate is not None  # split() sent only those
+        limits = gate.limits
+        write = self._written.get(handler) != limits
+        reply = await self._store.claim_limited(
+            handler, cluster_limits(limits), requests, write=write
+        )
+        if write:
+            self._written[handler] = limits
+        self._learn(handler, gate, reply)
+        return reply
+
+    def _learn(self, handler: str, gate: Gate, reply: LimitedClaim) -> None:
+        now = self._clock.time()
+        bucket = gate.bucket
+        if bucket is not None and reply.tokens is not None:
+            bucket.tokens = min(float(bucket.burst), reply.tokens)  # the database's, as of now
+            bucket.stamp = now
+        if reply.blocked_on == "slot":
+            gate.held_until = now + SLOT_RETRY
+        mine = gate.limits
+        differs = (reply.rate, reply.concurrency) != (mine.rate, mine.concurrency)
+        if differs and handler not in self._warned:
+            self._warned.add(handler)
+            logger.warning(
+                "handler %r: the cluster holds rate=%s, concurrency=%s (registered last by"
+                " another node), not this node's rate=%s, concurrency=%s",
+                handler,
+                reply.rate,
+                reply.concurrency,
+                mine.rate,
+                mine.concurrency,
+            )
+        self.seen[handler] = {
+            "cluster_running": reply.running + len(reply.result.claimed),
+            "cluster_tokens": reply.tokens,
+        }
+
+    def put_back(self, timer: Timer) -> bool:
+        """``timer`` (uncharged, PENDING) was refused by its row: back into its gate's line.
+        False if its handler is no longer cluster-limited here (the caller reads it again)."""
+        gate = self.gate_of(timer.handler)
+        if gate is None:
+            return False
+        self._table.queued += 1
+        gate.put_back(timer, self._clock.time())
+        return True
