@@ -373,8 +373,11 @@ class Dispatcher:
         if not self._instant:
             self.start_later()
             return
-        _, pooled = self._take(1, 0, False)  # a plain one at the head: a new inline group
+        # A plain one at the head starts a new inline group instead (no inline room here).
+        pooled = self._queue.take(1, 0, False, self.admit)[1]
         if pooled:
+            self.running += 1
+            self._slots += 1
             self._go.append(pooled[0])  # the worker whose slot freed takes it next
         else:
             self.start_queued()

@@ -146,6 +146,8 @@ class StartQueue:
             if suspect:
                 self.alone = timer
                 break
+            if pooled and not free:
+                break  # none after a worker's may start inline: the group is full
         self._table.queued -= len(inline) + len(pooled)
         return inline, pooled
 
