@@ -52,6 +52,8 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.inline",
     "wheel_engine.plain_group",
     "wheel_engine.starting",
+    "wheel_engine.dispatcher",
+    "wheel_engine.firing",
     "wheel_engine.workers",
     "wheel_engine.outcomes",
     "wheel_engine.stats",

@@ -1,8 +1,8 @@
 """The engine's public API: registration, lifecycle, schedule, cancel, reading, redrive.
 
 :class:`Engine` is composed of parts, one module each: the timer table (:mod:`.timers`), the clock
-callback (:mod:`.trigger`), the queue and start groups (:mod:`.starting`), the workers
-(:mod:`.workers`), an attempt's end (:mod:`.outcomes`), the public calls' changes
+callback (:mod:`.trigger`), the one runner of due timers (:mod:`.dispatcher`: the queue, the
+slots, the workers), an attempt's end (:mod:`.outcomes`), the public calls' changes
 (:mod:`.scheduling`), the storage (:mod:`.backends`, :mod:`.commits`), the request checks
 (:mod:`.validation`). ``docs/design.md`` shows how a timer moves.
 """
@@ -21,6 +21,7 @@ from wheel_engine.backends import Backend, backend_for
 from wheel_engine.clock import Clock, SystemClock, wait_at_most
 from wheel_engine.commits import Commits
 from wheel_engine.diagnostics import DEFAULT_MAX_ERROR_BYTES, ErrorDescriber
+from wheel_engine.dispatcher import Dispatcher
 from wheel_engine.engine_stats import engine_stats
 from wheel_engine.errors import EngineError
 from wheel_engine.events import EventBus, Subscriber
@@ -35,7 +36,6 @@ from wheel_engine.nodes.transactional import Joined
 from wheel_engine.recurring.api import RecurringCalls
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.scheduling import Scheduler
-from wheel_engine.starting import Starter
 from wheel_engine.stats import Counters
 from wheel_engine.storage import Storage
 from wheel_engine.timers import TimerTable
@@ -131,7 +131,7 @@ class Engine(RecurringCalls):
         self._check = RequestChecker(self._handlers, live, max_payload_bytes)
         self._commits = Commits(self._table, self.clock, compact_min_records=compact_min_records)
         self._trigger = Trigger(self._table, self.clock, clock_check)
-        self._starter = Starter(
+        self._dispatcher = Dispatcher(
             self._table,
             self._commits,
             self._stats,
@@ -141,7 +141,7 @@ class Engine(RecurringCalls):
             max_concurrency=max_concurrency,
             max_error_bytes=max_error_bytes,
         )
-        self._pool = self._starter.pool
+        self._pool = self._dispatcher.pool
         self._scheduler = Scheduler(
             self._table, self._commits, self._stats, self.clock, self._trigger, self._pool, events
         )
@@ -204,7 +204,7 @@ class Engine(RecurringCalls):
         )
         check_scope(name, spec.limits, shared=self._backend.shared)  # "cluster": PostgreSQL
         self._handlers[name] = spec
-        self._starter.limits.configure(name, spec.limits)  # flow control (issue 26)
+        self._dispatcher.limits.configure(name, spec.limits)  # flow control (issue 26)
         # Recovery parks timers whose handler is not registered; they become due now.
         if self._table.unpark(name) | self._series.registered(spec):  # and its occurrences
             self._trigger.arm()
@@ -224,8 +224,8 @@ class Engine(RecurringCalls):
         self._front.open(self._storage, local=not self._backend.shared)
         tracing.start(self)  # tracing (#29): nothing changes unless OpenTelemetry is on
         self.clock.attach(self)
-        self._starter.start(loop)
-        self._trigger.start(loop, self._starter.enqueue)
+        self._dispatcher.start(loop)
+        self._trigger.start(loop, self._dispatcher.enqueue)
         await self._series.open()
         if self.admin:
             from wheel_engine.admin import AdminServer, admin_path
@@ -254,9 +254,9 @@ class Engine(RecurringCalls):
                 await self._admin.close(grace)  # commands under way finish, within grace
             self._stop()
             # Only handlers already running get the grace period; see drop_unstarted.
-            self._starter.drop_unstarted()
-            if self._starter.running and grace > 0:  # until none runs, or grace has passed
-                await wait_at_most(self.clock, self._starter.idle, grace)
+            self._dispatcher.drop_unstarted()
+            if self._dispatcher.running and grace > 0:  # until none runs, or grace has passed
+                await wait_at_most(self.clock, self._dispatcher.idle, grace)
             await self._pool.cancel_all()
             await self._backend.stop()
             await self._commits.close()
@@ -269,7 +269,7 @@ class Engine(RecurringCalls):
         """No new work, no callback, no compaction from now on (close, or a simulated crash)."""
         self._front.close()
         self._trigger.stop()
-        self._starter.closing = True
+        self._dispatcher.closing = True
         self._commits.closing = True
 
     async def wait_closed(self) -> None:
@@ -370,7 +370,7 @@ class Engine(RecurringCalls):
     def stats(self) -> dict[str, Any]:
         """Counts by state, counters since start, lateness (seconds) and journal size; on
         PostgreSQL also this ``node`` and the ``partitions`` it owns."""
-        stats = engine_stats(self._table, self._starter, self._stats, self._commits)
+        stats = engine_stats(self._table, self._dispatcher, self._stats, self._commits)
         return {**stats, **self._backend.stats()}  # the node's figures on PostgreSQL
 
     async def redrive(self, key: str, *, at: datetime | float | None = None) -> TimerInfo:

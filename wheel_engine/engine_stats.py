@@ -8,7 +8,7 @@ from wheel_engine._build import compiled
 
 if TYPE_CHECKING:
     from wheel_engine.commits import Commits
-    from wheel_engine.starting import Starter
+    from wheel_engine.dispatcher import Dispatcher
     from wheel_engine.stats import Counters
     from wheel_engine.timers import TimerTable
 
@@ -16,15 +16,15 @@ __all__ = ["engine_stats"]
 
 
 def engine_stats(
-    table: TimerTable, starter: Starter, counters: Counters, commits: Commits
+    table: TimerTable, dispatcher: Dispatcher, counters: Counters, commits: Commits
 ) -> dict[str, Any]:
     """``Engine.stats()``: O(1) but for the lag percentiles (metrics scrape it on a live loop)
     and per limited handler (``limits``: its limits, running, waiting, ``throttled``)."""
-    limits = starter.limits
+    limits = dispatcher.limits
     flow = {"throttled": limits.throttled(), "limits": limits.describe()}
     return {
         "pending": table.pending(),
-        "running": starter.running,
+        "running": dispatcher.running,
         "dead": len(table.dead),
         "unhandled": table.parked(),
         "unhandled_handlers": sorted(table.unhandled),

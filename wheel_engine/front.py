@@ -106,11 +106,11 @@ async def schedule(
     if not front.durable:  # in memory: no commit to wait for
         return scheduler.schedule_one(request)[0]
     fast = front.local and scheduler.tracing is None  # tracing (#29): traced takes apply()
-    timer = scheduler.submit_fresh(request, now) if fast else None
-    if timer is None:  # the key names a timer, or the store decides (PostgreSQL)
+    fresh = scheduler.submit_fresh(request, now) if fast else None
+    if fresh is None:  # the key names a timer, or the store decides (PostgreSQL)
         return await front.storage.schedule(request)
-    future = scheduler.submitted_commit  # timer's, as nothing else has run since
-    assert future is not None
+    timer, future = fresh
+    del fresh
     due = timer.due
     del request  # not kept alive while we wait: see Scheduler.submit_fresh
     try:

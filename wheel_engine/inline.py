@@ -2,16 +2,17 @@
 
 :class:`InlineRunner` runs due timers' plain handlers on the spot, one after another, each
 charged, fired and (when it returns) SUCCEEDED in one step: no queue entry, no start group, no
-list of successes, one :class:`~wheel_engine.model.Firing` allocated per timer. It is what
-``call_at`` does for a callback, plus the engine's bookkeeping.
+list of successes. Its firing and its success are the general path's own
+(:func:`~wheel_engine.firing.firing_for`, :meth:`~wheel_engine.outcomes.Outcomes.succeeded`).
+It is what ``call_at`` does for a callback, plus the engine's bookkeeping.
 
-The starter (:mod:`wheel_engine.starting`) uses it only when nothing needs the general path:
+The dispatcher (:mod:`wheel_engine.dispatcher`) uses it only when nothing needs the general path:
 no journal (no attempt to commit first), no event subscriber, no crash suspect, no group in
 flight and nothing waiting in its queue (so the queue's order is kept). The runner itself stops
 at the first timer that is not the common case (an async or thread handler, a handler not
 registered, a timer that carries an interrupt or has no attempt left, one not due yet, a
-subscriber that appeared meanwhile) or after ``budget`` timers; the starter hands the rest to
-the general path. A handler that raises goes to :class:`~wheel_engine.outcomes.Outcomes` as on
+subscriber that appeared meanwhile) or after ``budget`` timers; the dispatcher hands the rest
+to the general path. A handler that raises goes to :class:`~wheel_engine.outcomes.Outcomes` as on
 the general path (retry or DEAD).
 
 Guaranteed: the same states, counters, lateness samples and outcome records as the general
@@ -24,33 +25,26 @@ it in the batch still PENDING (as ``call_at`` callbacks see each other).
 from __future__ import annotations
 
 from collections import deque
-from typing import Final
 
 from wheel_engine.events import EventBus
+from wheel_engine.firing import firing_for
 from wheel_engine.handlers import HandlerSpec
-from wheel_engine.model import Firing
 from wheel_engine.outcomes import Outcomes
 from wheel_engine.stats import Counters
-from wheel_engine.timer import QUEUED, UNDECODED, Timer
+from wheel_engine.timer import QUEUED, Timer
 from wheel_engine.timers import TimerTable
-
-_new_tuple: Final = tuple.__new__
-# Final: compiled code reads these from C statics, not from the module's dict on every firing.
-_FIRING: Final = Firing
 
 
 class InlineRunner:
     """Runs plain handlers at once; see the module docstring. Loop thread only."""
 
-    __slots__ = ("_events", "_finished", "_handlers", "_outcomes", "_stats", "_table", "_timers")
+    __slots__ = ("_events", "_handlers", "_outcomes", "_stats", "_table")
 
     def __init__(
         self, table: TimerTable, outcomes: Outcomes, stats: Counters, events: EventBus
     ) -> None:
         self._table = table
         self._handlers = table.handlers
-        self._timers = table.timers
-        self._finished = table.finished
         self._outcomes = outcomes
         self._stats = stats
         self._events = events
@@ -107,24 +101,12 @@ class InlineRunner:
     def fire(self, timer: Timer, spec: HandlerSpec, now: float) -> None:
         """Charge ``timer``'s attempt, run its plain handler and record how it ended."""
         timer.charge(now)
-        attempt = timer.attempts
-        due = timer.due
-        self._stats.count_firing(now - due)
-        payload = timer.payload
-        if payload is UNDECODED:
-            payload = timer.decode_payload()
-        key = timer.key
-        firing: Firing = _new_tuple(  # NamedTuple's own __new__ is a Python function: skip it
-            _FIRING, (key, timer.version, timer.handler, payload, due, attempt, now)
-        )
+        firing = firing_for(timer, now, self._stats, self._events)
         try:
             spec.fn(firing)
         except Exception as exc:
             self._outcomes.complete(timer, exc)
             return
-        self._stats.succeeded += 1
-        if self._timers.get(key) is timer:  # not replaced while it ran
-            timer.succeed(now)
-            self._finished.add(timer)
+        self._outcomes.succeeded(timer, now)
         if self._events.active:  # the handler subscribed: the runner stops after this one
             self._events.succeeded(timer, now, None)

@@ -364,7 +364,7 @@ class Limits:
                 gate.release()
 
     def admit_and_take(self, timer: Timer, spec: object) -> bool:
-        """The starter's admission seam (``Starter.admit``): True, and ``timer``'s slot and
+        """The dispatcher's admission seam (``Dispatcher.admit``): True, and ``timer``'s slot and
         token are taken, as the starter takes it at once; False, and it is parked (out of the
         queue, PENDING, uncharged) and the starter's group ends: it goes on a callback later."""
         if timer.where != QUEUED:

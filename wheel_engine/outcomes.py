@@ -43,6 +43,8 @@ class Outcomes:
         self._handlers = table.handlers
         self._events = events
         self._table = table
+        self._current = table.timers
+        self._finished = table.finished
         self._commits = commits
         self._stats = stats
         self._clock = clock
@@ -126,20 +128,24 @@ class Outcomes:
         """Handlers returned normally: SUCCEEDED, with one batch of acks for the journal.
 
         ``durations`` (one per timer, when measured) only go into the events."""
-        self._stats.succeeded += len(timers)
-        current = self._table.timers
-        finished = self._table.finished
         for timer in timers:
-            timer.interrupt = None
-            if current.get(timer.key) is timer:  # not replaced while it ran
-                timer.succeed(now)
-                finished.add(timer)
+            self.succeeded(timer, now)  # compiled: a native call (a bound alias would not be)
         events = self._events
         if events.active:  # also for a timer replaced while it ran: its attempt is acked
             for i, timer in enumerate(timers):
                 events.succeeded(timer, now, durations[i] if durations else None)
         self._table.purge_finished(now)
         self._commits.ack(timers, now)
+
+    def succeeded(self, timer: Timer, now: float) -> None:
+        """``timer``'s handler returned normally: counted, and SUCCEEDED unless replaced while
+        it ran. The one place a success is recorded in memory; its event and ack are the
+        caller's (:meth:`succeed`, or the inline runner, whose sink keeps no acks)."""
+        self._stats.succeeded += 1
+        timer.interrupt = None
+        if self._current.get(timer.key) is timer:  # not replaced while it ran
+            timer.succeed(now)
+            self._finished.add(timer)
 
     def give_up(
         self,

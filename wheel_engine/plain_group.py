@@ -1,7 +1,7 @@
 """A committed start group's plain handlers, run on the loop one after another.
 
-:class:`~wheel_engine.starting.Starter` calls :func:`run_plain_group` once its group's attempts are
-committed (the general path; the in-memory common case is :mod:`wheel_engine.inline`). Each
+:class:`~wheel_engine.dispatcher.Dispatcher` calls :func:`run_plain_group` once a group's attempts
+are committed (the general path; the in-memory common case is :mod:`wheel_engine.inline`). Each
 plain handler runs like a ``call_at`` callback: to its end, on the loop thread. A handler that
 raises goes to :class:`~wheel_engine.outcomes.Outcomes` at once (retry or DEAD); the ones that
 returned are acknowledged together, in one call, so their acks share one journal write.
@@ -16,11 +16,11 @@ import asyncio
 
 from wheel_engine.clock import Clock
 from wheel_engine.events import EventBus
+from wheel_engine.firing import firing_for
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.outcomes import Outcomes
 from wheel_engine.stats import Counters
 from wheel_engine.timer import INTERRUPT_CANCEL, Timer
-from wheel_engine.workers import firing_for
 
 
 def run_plain_group(

@@ -77,9 +77,6 @@ class Scheduler:
         self._events = events
         self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
         self._key_counter = itertools.count(1)
-        #: The commit of the timer :meth:`submit_fresh` returned last: not a result of its own,
-        #: so that no tuple is made per call; valid until the next call, so read it at once.
-        self.submitted_commit: asyncio.Future[None] | None = None
         self.tracing: Any = None  # tracing (#29): a ContextVar of the trace, set only when on
 
     def apply(self, request: CheckedRequest) -> tuple[Timer, Change | None]:
@@ -153,17 +150,19 @@ class Scheduler:
         if kept:
             await self._commits.wait_committed(kept)
 
-    def submit_fresh(self, request: CheckedRequest, now: float) -> Timer | None:
+    def submit_fresh(
+        self, request: CheckedRequest, now: float
+    ) -> tuple[Timer, asyncio.Future[None]] | None:
         """``schedule()``'s common case in one step, or None (nothing changed) when it is not:
         a SQLite journal and a key that names no timer (or none given). The timer goes into
-        memory and its row to the writer; no coroutine, list or closure is made for it. The
-        caller takes the commit's future from :attr:`submitted_commit` at once (before anything
-        else runs), awaits it and then calls :meth:`settle_fresh`, also when the await raised.
-        If the journal is closed, this raises before anything changes.
+        memory and its row to the writer; no coroutine, list or closure is made for it. Returns
+        the timer and its commit's future; the caller awaits the future and then calls
+        :meth:`settle_fresh`, also when the await raised. If the journal is closed, this raises
+        before anything changes.
 
         Why: every object a waiting ``schedule()`` keeps alive is walked by the cyclic collector
         (``docs/design.md``); while it waits, its caller (``front.schedule``) keeps alive its
-        coroutine, the timer and the future, no tuple of them.
+        coroutine, the timer and the future, not the pair returned (unpacked at once).
         """
         key = request.key
         if key is not None and key in self._timers:
@@ -181,8 +180,7 @@ class Scheduler:
         if self._place(timer, None):
             self._arm()
         self._commits.committing[key] = future
-        self.submitted_commit = future
-        return timer
+        return timer, future
 
     def settle_fresh(
         self, timer: Timer, future: asyncio.Future[None], due: float, committed: bool

@@ -232,7 +232,7 @@ class TimerTable:
 
         Recovery made them as engine timers (:func:`~wheel_engine.timer.recovered_timer`), has
         turned RUNNING ones into PENDING ones and listed them as ``interrupted``: those are
-        crash suspects (see ``Starter.suspect_started``). Pending ones go into the wheel in one
+        crash suspects (see :mod:`wheel_engine.starting`). Pending ones go into the wheel in one
         compiled pass (:mod:`wheel_engine.restoring`), finished ones enter the retention window
         in the journal's own order.
         """
