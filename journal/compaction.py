@@ -126,16 +126,19 @@ async def compact(
 
 async def write_piece(conn: Any, plan: CompactionPlan) -> CompactionResult:
     """Step 3 for one piece, on the writer's aiosqlite connection: one transaction, committed
-    here (then step 4 after the final piece). ``seconds`` is the write's own."""
+    here (then step 4 after the final piece). ``seconds`` is the write's own. Few statements:
+    each await on the connection waits for a turn of the event loop too, while the writer is
+    held (and a mass expiry keeps the loop busy)."""
     write_started = time.perf_counter()
     dropped = 0
-    if plan.final:
+    if plan.deletes:  # the final piece's only
         await conn.executemany("DELETE FROM snapshot WHERE key = ?", plan.deletes)
         dropped = len(plan.deletes)  # touched timers that retention drops
-    await conn.executemany(
-        "INSERT OR REPLACE INTO snapshot (key, state, updated_at, body) VALUES (?, ?, ?, ?)",
-        plan.upserts,
-    )
+    if plan.upserts:
+        await conn.executemany(
+            "INSERT OR REPLACE INTO snapshot (key, state, updated_at, body) VALUES (?, ?, ?, ?)",
+            plan.upserts,
+        )
     if plan.final:
         marks = ",".join("?" * len(FINISHED_CODES))
         cur = await conn.execute(
@@ -145,17 +148,11 @@ async def write_piece(conn: Any, plan: CompactionPlan) -> CompactionResult:
         dropped += max(cur.rowcount, 0)
     cur = await conn.execute("DELETE FROM records WHERE seq <= ?", (plan.upto_seq,))
     removed = max(cur.rowcount, 0)
-    await conn.execute(
-        "UPDATE meta SET value = max(value, ?) WHERE name = 'snapshot_seq'", (plan.upto_seq,)
-    )
-    await conn.execute(
-        "UPDATE meta SET value = max(value, ?) WHERE name = 'max_version'", (plan.max_version,)
-    )
     live = plan.snapshot_rows
     if plan.final:  # counted after retention (and so a count gone wrong is set right here)
         cur = await conn.execute("SELECT count(*) FROM snapshot")
         (live,) = await cur.fetchone()
-    await _seal_meta(conn, int(live))
+    await _seal_meta(conn, plan, int(live))
     await conn.commit()
     if plan.final:
         await _shrink(conn)
@@ -171,21 +168,21 @@ async def write_piece(conn: Any, plan: CompactionPlan) -> CompactionResult:
     )
 
 
-async def _seal_meta(conn: Any, snapshot_rows: int) -> None:
-    """Store the snapshot's row count and seal ``meta`` (:func:`journal.checksum.seal_meta`,
-    on the writer's aiosqlite connection)."""
-    await conn.execute(
-        "INSERT OR REPLACE INTO meta (name, value) VALUES ('snapshot_rows', ?)", (snapshot_rows,)
-    )
+async def _seal_meta(conn: Any, plan: CompactionPlan, snapshot_rows: int) -> None:
+    """Store the piece's ``snapshot_seq``, ``max_version`` and row count in ``meta`` and seal it
+    (:func:`journal.checksum.meta_checksum` over the meta the plan found, with these values),
+    in one statement."""
+    meta = dict(plan.meta)
+    meta["snapshot_seq"] = plan.upto_seq  # above the meta's: the records after it were folded
+    meta["max_version"] = plan.max_version  # folded on from the meta's
+    meta["snapshot_rows"] = snapshot_rows
     # For people (``wheel-engine status``), never acted on: the wall clock, not the engine's.
-    await conn.execute(
-        "INSERT OR REPLACE INTO meta (name, value) VALUES ('compacted_at', ?)", (time.time(),)
-    )
-    cur = await conn.execute("SELECT name, value FROM meta")
-    meta = dict(await cur.fetchall())
-    await conn.execute(
+    meta["compacted_at"] = time.time()
+    meta[META_CHECKSUM] = meta_checksum(meta)
+    names = ("snapshot_seq", "max_version", "snapshot_rows", "compacted_at", META_CHECKSUM)
+    await conn.executemany(
         "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
-        (META_CHECKSUM, meta_checksum(meta)),
+        [(name, meta[name]) for name in names],
     )
 
 

@@ -56,6 +56,9 @@ class CompactionPlan:
     #: the snapshot's row count once a piece that is not ``final`` is stored (the last piece
     #: counts the rows in SQL, after retention)
     snapshot_rows: int = 0
+    #: ``meta`` as the compaction found it: only its pieces change it meanwhile, so a piece
+    #: seals its own values with the others without reading them back
+    meta: dict[str, object] = field(default_factory=dict)
 
 
 def _load_rows(con: sqlite3.Connection, keys: list[str], timers: dict[str, TimerRow]) -> None:
@@ -97,6 +100,12 @@ class Planner:
             meta = read_meta(self._con, path)
             if not meta.sealed:  # a writable open has migrated it
                 raise JournalError(f"journal schema {meta.schema_version} is not writable: {path}")
+            self._meta: dict[str, object] = dict(
+                self._con.execute("SELECT name, value FROM meta").fetchall()
+            )
+        except sqlite3.Error as exc:
+            self._con.close()
+            raise raise_for(exc, path, "compacting") from exc
         except BaseException:
             self._con.close()
             raise
@@ -124,7 +133,9 @@ class Planner:
             con.execute("COMMIT")
         except sqlite3.Error as exc:
             raise raise_for(exc, self._path, "compacting") from exc
-        plan = CompactionPlan(end, cut[0], self._max_version, cut_key=cut[1], final=final)
+        plan = CompactionPlan(
+            end, cut[0], self._max_version, cut_key=cut[1], final=final, meta=self._meta
+        )
         plan.folded = end - start
         timers, unstored, pack = self._timers, self._unstored, self._pack
         for key in touched:
