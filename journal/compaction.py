@@ -18,9 +18,10 @@ Step by step (:meth:`journal.Journal.compact`, :func:`compact`):
 3. :func:`write_piece`, through the writer (so it is serialised with group commits), ONE
    transaction per piece: upsert the piece's snapshot rows, delete the records ``seq <= S_i``,
    store ``snapshot_seq = S_i``, ``max_version`` and the snapshot's row count in ``meta``, then
-   seal ``meta`` (its checksum). The last piece also deletes the rows retention drops: its
-   touched ones by key, the others (``state IN (SUCCEEDED, CANCELED) AND (updated_at, key) <
-   cut``) in SQL. Between two pieces the writer commits what was submitted meanwhile, so no
+   seal ``meta`` (its checksum). The last piece also deletes, by key, the rows retention drops:
+   its touched ones, and the stored ones that its plan found finished below the cut (``state
+   IN (SUCCEEDED, CANCELED) AND (updated_at, key) < cut``, read in the plan, not scanned by the
+   write). Between two pieces the writer commits what was submitted meanwhile, so no
    group commit waits longer than one piece's write (the whole compaction's, in one piece,
    would grow with the keys touched since the last one: ``docs/design.md`` has the figures).
 
@@ -29,9 +30,9 @@ snapshot row it loads, against its columns) and writes every upserted row sealed
 
 4. After the last piece, if more than two thirds of the file's pages are free, ``PRAGMA
    incremental_vacuum`` gives back all but as many as are in use (room for the next tail; the
-   file is created with ``auto_vacuum = INCREMENTAL``) and a passive WAL checkpoint lets the
-   file shrink. So the file's size follows the live state down as well as up, within 3x,
-   without churning.
+   file is created with ``auto_vacuum = INCREMENTAL``), :data:`_SHRINK_STEP` pages per writer
+   job, and a passive WAL checkpoint lets the file shrink. So the file's size follows the live
+   state down as well as up, within 3x, without churning.
 
 Records committed meanwhile have ``seq > S`` and stay in the tail. Each piece's transaction
 turns a journal compacted up to ``S_(i-1)`` into one compacted up to ``S_i`` (the snapshot the
@@ -42,19 +43,21 @@ snapshot (the snapshot is exactly the fold of the records it replaces); recovery
 into PENDING.
 
 The cost is O(records folded + keys they touch) in Python, plus one SQL scan of ``snapshot`` for
-retention: untouched live timers are never decoded or rewritten. A key that several pieces
-touch is written once by each of them (a mass expiry's timers: once scheduled, once finished).
+retention, in the plan's read: untouched live timers are never decoded or rewritten. A key that
+several pieces touch is written once by each of them (a mass expiry's timers: once scheduled,
+once finished).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.checksum import META_CHECKSUM, meta_checksum
-from journal.compaction_plan import FINISHED_CODES, PIECE_RECORDS, CompactionPlan, Planner
+from journal.compaction_plan import PIECE_RECORDS, CompactionPlan, Planner
 
 if TYPE_CHECKING:
     from journal.writer import GroupCommitWriter
@@ -63,6 +66,8 @@ __all__ = ["CompactionPlan", "CompactionResult", "compact", "write_piece"]
 
 #: Shrink the file only when at least this many pages are free (and 2x the pages in use).
 _SHRINK_MIN_PAGES: Final = 256
+#: Pages given back per writer job when shrinking: group commits pass between two of them.
+_SHRINK_STEP: Final = 1024
 
 
 @dataclass(slots=True)
@@ -110,12 +115,20 @@ async def compact(
             writer.tail_records -= done.removed_records
             result.pieces += 1
             result.removed_records += done.removed_records
-            result.write_seconds += done.write_seconds
-            result.longest_write_seconds = max(result.longest_write_seconds, done.write_seconds)
+            _held(result, done.write_seconds)
             if plan.final:
                 break
     finally:
         planner.close()
+    pages = await writer.run_job(_shrink_pages)
+    while True:  # step 4 too a bounded piece at a time, the checkpoint last (pages == 0)
+        step = min(pages, _SHRINK_STEP)
+        step_started = time.perf_counter()
+        await writer.run_job(functools.partial(_shrink, pages=step))
+        _held(result, time.perf_counter() - step_started)
+        if not step:
+            break
+        pages -= step
     result.live_rows = done.live_rows
     result.dropped_timers = done.dropped_timers
     result.snapshot_seq = done.snapshot_seq
@@ -124,28 +137,27 @@ async def compact(
     return result
 
 
+def _held(result: CompactionResult, seconds: float) -> None:
+    """Count one writer job of ``seconds`` in ``result``."""
+    result.write_seconds += seconds
+    result.longest_write_seconds = max(result.longest_write_seconds, seconds)
+
+
 async def write_piece(conn: Any, plan: CompactionPlan) -> CompactionResult:
     """Step 3 for one piece, on the writer's aiosqlite connection: one transaction, committed
-    here (then step 4 after the final piece). ``seconds`` is the write's own. Few statements:
+    here. ``seconds`` is the write's own. Few statements:
     each await on the connection waits for a turn of the event loop too, while the writer is
     held (and a mass expiry keeps the loop busy)."""
     write_started = time.perf_counter()
     dropped = 0
     if plan.deletes:  # the final piece's only
         await conn.executemany("DELETE FROM snapshot WHERE key = ?", plan.deletes)
-        dropped = len(plan.deletes)  # touched timers that retention drops
+        dropped = len(plan.deletes)
     if plan.upserts:
         await conn.executemany(
             "INSERT OR REPLACE INTO snapshot (key, state, updated_at, body) VALUES (?, ?, ?, ?)",
             plan.upserts,
         )
-    if plan.final:
-        marks = ",".join("?" * len(FINISHED_CODES))
-        cur = await conn.execute(
-            f"DELETE FROM snapshot WHERE state IN ({marks}) AND (updated_at, key) < (?, ?)",
-            (*FINISHED_CODES, plan.cutoff, plan.cut_key),
-        )
-        dropped += max(cur.rowcount, 0)
     cur = await conn.execute("DELETE FROM records WHERE seq <= ?", (plan.upto_seq,))
     removed = max(cur.rowcount, 0)
     live = plan.snapshot_rows
@@ -154,8 +166,6 @@ async def write_piece(conn: Any, plan: CompactionPlan) -> CompactionResult:
         (live,) = await cur.fetchone()
     await _seal_meta(conn, plan, int(live))
     await conn.commit()
-    if plan.final:
-        await _shrink(conn)
     seconds = time.perf_counter() - write_started
     return CompactionResult(
         live_rows=int(live),
@@ -186,21 +196,29 @@ async def _seal_meta(conn: Any, plan: CompactionPlan, snapshot_rows: int) -> Non
     )
 
 
-async def _shrink(conn: Any) -> None:
-    """Step 4: give free pages back when they are more than twice the pages in use.
-
-    Incremental vacuum moves pages from the end of the file into free slots and truncates; in
-    WAL mode the file shrinks at the next checkpoint (tried here, passively: never waits for
-    readers). Its own transactions, after the compaction's commit: a failure here loses nothing.
-    """
+async def _shrink_pages(conn: Any) -> int:
+    """Step 4: how many free pages to give back: none unless they are more than twice the
+    pages in use (and at least :data:`_SHRINK_MIN_PAGES`), else all but as many as are in use
+    (room for the next tail without regrowing)."""
     cur = await conn.execute("PRAGMA freelist_count")
     (free,) = await cur.fetchone()
     cur = await conn.execute("PRAGMA page_count")
     (pages,) = await cur.fetchone()
     used = pages - free
     if free < _SHRINK_MIN_PAGES or free <= 2 * used:
-        return
-    # Keep as many free pages as are in use: room for the next tail without regrowing.
-    # executescript steps the statement to the end (execute() would free only one page).
-    n = int(free - used)
-    await conn.executescript(f"PRAGMA incremental_vacuum({n}); PRAGMA wal_checkpoint(PASSIVE);")
+        return 0
+    return int(free - used)
+
+
+async def _shrink(conn: Any, pages: int) -> None:
+    """Give ``pages`` free pages back (``pages == 0``: checkpoint, so that the file shrinks).
+
+    Incremental vacuum moves pages from the end of the file into free slots and truncates; in
+    WAL mode the file shrinks at the next checkpoint (passive: never waits for readers). Its own
+    transactions, after the compaction's last commit: a failure here loses nothing.
+    """
+    if pages:
+        # executescript steps the statement to the end (execute() would free only one page).
+        await conn.executescript(f"PRAGMA incremental_vacuum({pages});")
+    else:
+        await conn.executescript("PRAGMA wal_checkpoint(PASSIVE);")

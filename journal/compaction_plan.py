@@ -130,6 +130,7 @@ class Planner:
             cut = (self._cutoff, "")  # (updated_at, key) < (cutoff, "") is updated_at < cutoff
             if final and self._max_retained is not None:
                 cut = max(cut, _retained_cut(con, self._timers, self._cutoff, self._max_retained))
+            dropped = _stored_below(con, cut) if final else []
             con.execute("COMMIT")
         except sqlite3.Error as exc:
             raise raise_for(exc, self._path, "compacting") from exc
@@ -149,6 +150,9 @@ class Planner:
             if key in unstored:
                 unstored.discard(key)
                 self._rows += 1
+        # The stored rows that retention drops, but for this piece's keys (decided above): the
+        # others are stored as they end, by an earlier piece or untouched.
+        plan.deletes.extend(entry for entry in dropped if entry[0] not in touched)
         plan.upserts.sort()  # key order: the snapshot's index is written sequentially
         plan.snapshot_rows = self._rows
         return plan
@@ -184,6 +188,18 @@ class Planner:
                 f"record {self._done + 1}: missing: {self._path}", seq=self._done + 1
             )
         return touched
+
+
+def _stored_below(con: sqlite3.Connection, cut: tuple[float, str]) -> list[tuple[str]]:
+    """The keys of the stored finished rows below ``cut``: found here, in the plan's read, so
+    that the last piece's write deletes them by key rather than scan the snapshot while it
+    holds the writer (only this compaction's pieces write the snapshot meanwhile)."""
+    marks = ",".join("?" * len(FINISHED_CODES))
+    rows: list[tuple[str]] = con.execute(
+        f"SELECT key FROM snapshot WHERE state IN ({marks}) AND (updated_at, key) < (?, ?)",
+        (*FINISHED_CODES, *cut),
+    ).fetchall()
+    return rows
 
 
 def _retained_cut(
