@@ -1,65 +1,73 @@
-"""Compaction: fold the snapshot and the records up to ``S`` into a new snapshot, online.
+"""Compaction: fold the snapshot and the records up to ``S`` into a new snapshot, online, in
+pieces that each leave a journal compacted up to their last seq.
 
-Step by step (:meth:`journal.Journal.compact`):
+Step by step (:meth:`journal.Journal.compact`, :func:`compact`):
 
 1. ``S`` = the highest committed seq when compaction starts.
-2. :func:`plan_sync`, in a worker thread on its own read-only connection and read transaction:
-   read the records ``snapshot_seq < seq <= S`` in batches; for each batch load the snapshot rows
-   of the keys it touches (only those: the fold is per key), and fold the batch into them.
-   The result is the new state of every *touched* key. Finished (SUCCEEDED, CANCELED) rows whose
-   ``updated_at`` is older than ``now - retention``, or that are not among the newest
-   ``max_retained`` finished rows of the whole new snapshot (by ``(updated_at, key)``), are to be
-   deleted, the others upserted. Both rules come down to one cut ``(updated_at, key)``: finished
-   rows below it go.
-3. :func:`write_plan`, through the writer (so it is serialised with group commits), in ONE
-   transaction: delete and upsert those snapshot rows, delete the untouched snapshot rows that
-   retention drops (``state IN (SUCCEEDED, CANCELED) AND (updated_at, key) < cut``, in SQL),
-   delete the records ``seq <= S``, and store ``snapshot_seq = S``, ``max_version`` and the
-   snapshot's row count in ``meta``, then seal ``meta`` (its checksum).
+2. The plan (:class:`journal.compaction_plan.Planner`), in a worker thread on its own read-only
+   connection: read the records ``snapshot_seq < seq <= S`` in seq order, at most
+   :data:`~journal.compaction_plan.PIECE_RECORDS` per piece, each piece in a read transaction
+   of its own; for each batch load the snapshot rows of the keys it touches that no earlier
+   piece touched (only those: the fold is per key), and fold the batch into the rows. A piece
+   is the new state, folded up to the piece's last seq ``S_i``, of every key its records touch.
+   In the last piece, finished (SUCCEEDED, CANCELED) rows whose ``updated_at`` is older than
+   ``now - retention``, or that are not among the newest ``max_retained`` finished rows of the
+   whole new snapshot (by ``(updated_at, key)``), are to be deleted, the others upserted. Both
+   rules come down to one cut ``(updated_at, key)``: finished rows below it go. Earlier pieces
+   drop nothing.
+3. :func:`write_piece`, through the writer (so it is serialised with group commits), ONE
+   transaction per piece: upsert the piece's snapshot rows, delete the records ``seq <= S_i``,
+   store ``snapshot_seq = S_i``, ``max_version`` and the snapshot's row count in ``meta``, then
+   seal ``meta`` (its checksum). The last piece also deletes, by key, the rows retention drops:
+   its touched ones, and the stored ones that its plan found finished below the cut (``state
+   IN (SUCCEEDED, CANCELED) AND (updated_at, key) < cut``, read in the plan, not scanned by the
+   write). Between two pieces the writer commits what was submitted meanwhile, so no
+   group commit waits longer than one piece's write (the whole compaction's, in one piece,
+   would grow with the keys touched since the last one: ``docs/design.md`` has the figures).
 
 The plan checks what it reads as recovery does (each record's CRC, seq, kind and shape; each
 snapshot row it loads, against its columns) and writes every upserted row sealed.
 
-4. If more than two thirds of the file's pages are free, ``PRAGMA incremental_vacuum`` gives
-   back all but as many as are in use (room for the next tail; the file is created with
-   ``auto_vacuum = INCREMENTAL``) and a passive WAL checkpoint lets the file shrink. So the
-   file's size follows the live state down as well as up, within 3x, without churning.
+4. After the last piece, if more than two thirds of the file's pages are free, ``PRAGMA
+   incremental_vacuum`` gives back all but as many as are in use (room for the next tail; the
+   file is created with ``auto_vacuum = INCREMENTAL``), :data:`_SHRINK_STEP` pages per writer
+   job, and a passive WAL checkpoint lets the file shrink. So the file's size follows the live
+   state down as well as up, within 3x, without churning.
 
-Records committed meanwhile have ``seq > S`` and stay in the tail. A crash at any point leaves
-either the old snapshot and all records, or the new snapshot and the records after ``S``: both
-recover to the same state. RUNNING rows are kept RUNNING in the snapshot (the snapshot is exactly
-the fold of the records it replaces); recovery turns them into PENDING.
+Records committed meanwhile have ``seq > S`` and stay in the tail. Each piece's transaction
+turns a journal compacted up to ``S_(i-1)`` into one compacted up to ``S_i`` (the snapshot the
+fold of the records it replaces, ``meta`` sealed with the right row count), so a crash at any
+point leaves the old snapshot and every record after its seq, or the snapshot of some ``S_i``
+and the records after it: all recover to the same state. RUNNING rows are kept RUNNING in the
+snapshot (the snapshot is exactly the fold of the records it replaces); recovery turns them
+into PENDING.
 
 The cost is O(records folded + keys they touch) in Python, plus one SQL scan of ``snapshot`` for
-retention: untouched live timers are never decoded or rewritten.
+retention, in the plan's read: untouched live timers are never decoded or rewritten. A key that
+several pieces touch is written once by each of them (a mass expiry's timers: once scheduled,
+once finished).
 """
 
 from __future__ import annotations
 
-import math
-import sqlite3
+import asyncio
+import functools
 import time
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
-import msgpack
-
-from journal import codec
 from journal.checksum import META_CHECKSUM, meta_checksum
-from journal.errors import JournalCorrupt, JournalError
-from journal.recovery import fold_sealed
-from journal.schema import connect_ro, raise_for, read_meta
-from journal.state import FINISHED, STATE_CODE, TimerRow
+from journal.compaction_plan import PIECE_RECORDS, CompactionPlan, Planner
 
-__all__ = ["CompactionPlan", "CompactionResult", "plan_sync", "write_plan"]
+if TYPE_CHECKING:
+    from journal.writer import GroupCommitWriter
 
-#: Records per batch when planning (each batch loads the snapshot rows of its keys at once).
-_PLAN_BATCH: Final = 5_000
-#: Keys per ``WHERE key IN (...)`` query (SQLite's default limit is 32766 variables).
-_IN_CHUNK: Final = 500
+__all__ = ["CompactionPlan", "CompactionResult", "compact", "write_piece"]
+
 #: Shrink the file only when at least this many pages are free (and 2x the pages in use).
 _SHRINK_MIN_PAGES: Final = 256
-_FINISHED_CODES: Final = tuple(sorted(STATE_CODE[s] for s in FINISHED))
+#: Pages given back per writer job when shrinking: group commits pass between two of them.
+_SHRINK_STEP: Final = 1024
 
 
 @dataclass(slots=True)
@@ -72,196 +80,145 @@ class CompactionResult:
     dropped_timers: int = 0  #: finished timers dropped by retention
     snapshot_seq: int = 0  #: S: the highest seq folded into the snapshot
     max_version: int = 0
-    #: of ``seconds``: how long the writer was held (group commits waited meanwhile)
+    #: of ``seconds``: how long the writer was held, all pieces together
     write_seconds: float = 0.0
+    #: write transactions (pieces); group commits passed between two of them
+    pieces: int = 1
+    #: the longest of them: the longest a group commit waited for this compaction
+    longest_write_seconds: float = 0.0
 
 
-@dataclass(slots=True)
-class CompactionPlan:
-    """The snapshot changes computed off the writer; applied by :func:`write_plan`."""
-
-    upto_seq: int
-    cutoff: float  #: finished rows with (updated_at, key) < (cutoff, cut_key) are dropped
-    max_version: int
-    cut_key: str = ""
-    upserts: list[tuple[str, int, float, bytes]] = field(default_factory=list)
-    deletes: list[tuple[str]] = field(default_factory=list)
-    folded: int = 0
-
-
-def _load_rows(con: sqlite3.Connection, keys: list[str], timers: dict[str, TimerRow]) -> None:
-    for i in range(0, len(keys), _IN_CHUNK):
-        chunk = keys[i : i + _IN_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        for key, state, updated_at, body in con.execute(
-            f"SELECT key, state, updated_at, body FROM snapshot WHERE key IN ({marks})", chunk
-        ):
-            timers[key] = codec.decode_row(key, state, updated_at, body)
-
-
-def plan_sync(
-    path: str, upto_seq: int, cutoff: float, max_retained: int | None = None
-) -> CompactionPlan:
-    """Step 2: fold the snapshot rows touched by records ``<= upto_seq`` (read-only)."""
-    con = connect_ro(path)
+async def compact(
+    path: str,
+    writer: GroupCommitWriter,
+    cutoff: float,
+    max_retained: int | None = None,
+    piece: int | None = None,
+) -> CompactionResult:
+    """Steps 1 to 4: plan and write piece by piece up to the writer's ``last_seq`` now. A
+    failure leaves the pieces written before it (each one a compaction of its own) and raises;
+    the writer's ``tail_records`` loses each piece's records as it is committed. ``piece``:
+    records per piece, :data:`~journal.compaction_plan.PIECE_RECORDS` by default."""
+    started = time.perf_counter()
+    upto = writer.last_seq
+    size = PIECE_RECORDS if piece is None else piece
+    planner = await asyncio.to_thread(Planner, path, upto, cutoff, max_retained, size)
+    result = CompactionResult(live_rows=0, removed_records=0, seconds=0.0, pieces=0)
     try:
-        try:
-            con.execute("BEGIN")
-            meta = read_meta(con, path)
-            if not meta.sealed:  # a writable open has migrated it
-                raise JournalError(f"journal schema {meta.schema_version} is not writable: {path}")
-            timers: dict[str, TimerRow] = {}
-            loaded: set[str] = set()
-            max_version = meta.max_version
-            folded = 0
-            cur = con.execute(
-                "SELECT kind, body FROM records WHERE seq > ? AND seq <= ? ORDER BY seq",
-                (meta.snapshot_seq, upto_seq),
-            )
-            unpackb = msgpack.unpackb
-            while rows := cur.fetchmany(_PLAN_BATCH):
-                fresh: set[str] = set()
-                for _kind, blob in rows:
-                    try:  # a sealed record: [fields, kind, seq, crc]; fields[0] is the key
-                        key = unpackb(blob, raw=False, use_list=False, strict_map_key=True)[0][0]
-                    except Exception:  # fold_sealed below names the damaged record
-                        continue
-                    if type(key) is str and key not in loaded:
-                        fresh.add(key)
-                loaded |= fresh
-                _load_rows(con, list(fresh), timers)
-                max_version = fold_sealed(timers, rows, meta.snapshot_seq + folded, max_version)
-                folded += len(rows)
-            last = meta.snapshot_seq + folded
-            if last < upto_seq:  # every record up to upto_seq is committed, so must be here
-                raise JournalCorrupt(f"record {last + 1}: missing: {path}", seq=last + 1)
-            cut = (cutoff, "")  # (updated_at, key) < (cutoff, "") is updated_at < cutoff
-            if max_retained is not None:
-                cut = max(cut, _retained_cut(con, timers, cutoff, max_retained))
-            con.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise raise_for(exc, path, "compacting") from exc
+        while True:
+            plan = await asyncio.to_thread(planner.next_piece)
+
+            async def job(conn: Any, plan: CompactionPlan = plan) -> CompactionResult:
+                return await write_piece(conn, plan)
+
+            done = await writer.run_job(job)
+            writer.tail_records -= done.removed_records
+            result.pieces += 1
+            result.removed_records += done.removed_records
+            _held(result, done.write_seconds)
+            if plan.final:
+                break
     finally:
-        con.close()
-    plan = CompactionPlan(upto_seq, cut[0], max_version, cut_key=cut[1])
-    plan.folded = folded
-    pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack  # this thread's own
-    for row in timers.values():
-        if row.state in FINISHED and (row.updated_at, row.key) < cut:
-            plan.deletes.append((row.key,))
-        else:
-            plan.upserts.append(codec.encode_row(row, pack))
-    plan.upserts.sort()  # key order: the snapshot's index is written sequentially
-    return plan
+        planner.close()
+    pages = await writer.run_job(_shrink_pages)
+    while True:  # step 4 too a bounded piece at a time, the checkpoint last (pages == 0)
+        step = min(pages, _SHRINK_STEP)
+        step_started = time.perf_counter()
+        await writer.run_job(functools.partial(_shrink, pages=step))
+        _held(result, time.perf_counter() - step_started)
+        if not step:
+            break
+        pages -= step
+    result.live_rows = done.live_rows
+    result.dropped_timers = done.dropped_timers
+    result.snapshot_seq = done.snapshot_seq
+    result.max_version = done.max_version
+    result.seconds = time.perf_counter() - started
+    return result
 
 
-def _retained_cut(
-    con: sqlite3.Connection, touched: dict[str, TimerRow], cutoff: float, limit: int
-) -> tuple[float, str]:
-    """The ``(updated_at, key)`` of the oldest finished row that ``limit`` still keeps, over the
-    new snapshot: the untouched rows as stored plus the ``touched`` rows as folded. Only rows
-    from ``cutoff`` on count (older ones go anyway); ``(cutoff, "")`` when all of them fit."""
-    fresh = [
-        (row.updated_at, row.key)
-        for row in touched.values()
-        if row.state in FINISHED and row.updated_at >= cutoff
-    ]
-    marks = ",".join("?" * len(_FINISHED_CODES))
-    where = f"state IN ({marks}) AND updated_at >= ?"
-    (stored,) = con.execute(
-        f"SELECT count(*) FROM snapshot WHERE {where}", (*_FINISHED_CODES, cutoff)
-    ).fetchone()
-    if stored + len(fresh) <= limit:  # an upper bound (touched keys count twice): all fit
-        return cutoff, ""
-    if limit == 0:
-        return math.inf, ""
-    # The newest `limit` untouched rows are among the newest `limit + len(touched)` stored ones.
-    newest = con.execute(
-        f"SELECT updated_at, key FROM snapshot WHERE {where}"
-        " ORDER BY updated_at DESC, key DESC LIMIT ?",
-        (*_FINISHED_CODES, cutoff, limit + len(touched)),
-    ).fetchall()
-    candidates = [entry for entry in newest if entry[1] not in touched]
-    candidates.extend(fresh)
-    if len(candidates) < limit:
-        return cutoff, ""
-    candidates.sort(reverse=True)
-    updated_at, key = candidates[limit - 1]
-    return float(updated_at), key
+def _held(result: CompactionResult, seconds: float) -> None:
+    """Count one writer job of ``seconds`` in ``result``."""
+    result.write_seconds += seconds
+    result.longest_write_seconds = max(result.longest_write_seconds, seconds)
 
 
-async def write_plan(conn: Any, plan: CompactionPlan, started: float) -> CompactionResult:
-    """Step 3, on the writer's aiosqlite connection: one transaction, committed here."""
+async def write_piece(conn: Any, plan: CompactionPlan) -> CompactionResult:
+    """Step 3 for one piece, on the writer's aiosqlite connection: one transaction, committed
+    here. ``seconds`` is the write's own. Few statements:
+    each await on the connection waits for a turn of the event loop too, while the writer is
+    held (and a mass expiry keeps the loop busy)."""
     write_started = time.perf_counter()
-    await conn.executemany("DELETE FROM snapshot WHERE key = ?", plan.deletes)
-    dropped = len(plan.deletes)  # touched timers that retention drops
-    await conn.executemany(
-        "INSERT OR REPLACE INTO snapshot (key, state, updated_at, body) VALUES (?, ?, ?, ?)",
-        plan.upserts,
-    )
-    marks = ",".join("?" * len(_FINISHED_CODES))
-    cur = await conn.execute(
-        f"DELETE FROM snapshot WHERE state IN ({marks}) AND (updated_at, key) < (?, ?)",
-        (*_FINISHED_CODES, plan.cutoff, plan.cut_key),
-    )
-    dropped += max(cur.rowcount, 0)
+    dropped = 0
+    if plan.deletes:  # the final piece's only
+        await conn.executemany("DELETE FROM snapshot WHERE key = ?", plan.deletes)
+        dropped = len(plan.deletes)
+    if plan.upserts:
+        await conn.executemany(
+            "INSERT OR REPLACE INTO snapshot (key, state, updated_at, body) VALUES (?, ?, ?, ?)",
+            plan.upserts,
+        )
     cur = await conn.execute("DELETE FROM records WHERE seq <= ?", (plan.upto_seq,))
     removed = max(cur.rowcount, 0)
-    await conn.execute(
-        "UPDATE meta SET value = max(value, ?) WHERE name = 'snapshot_seq'", (plan.upto_seq,)
-    )
-    await conn.execute(
-        "UPDATE meta SET value = max(value, ?) WHERE name = 'max_version'", (plan.max_version,)
-    )
-    cur = await conn.execute("SELECT count(*) FROM snapshot")
-    (live,) = await cur.fetchone()
-    await _seal_meta(conn, int(live))
+    live = plan.snapshot_rows
+    if plan.final:  # counted after retention (and so a count gone wrong is set right here)
+        cur = await conn.execute("SELECT count(*) FROM snapshot")
+        (live,) = await cur.fetchone()
+    await _seal_meta(conn, plan, int(live))
     await conn.commit()
-    await _shrink(conn)
+    seconds = time.perf_counter() - write_started
     return CompactionResult(
         live_rows=int(live),
         removed_records=removed,
-        seconds=time.perf_counter() - started,
-        write_seconds=time.perf_counter() - write_started,
+        seconds=seconds,
+        write_seconds=seconds,
         dropped_timers=dropped,
         snapshot_seq=plan.upto_seq,
         max_version=plan.max_version,
     )
 
 
-async def _seal_meta(conn: Any, snapshot_rows: int) -> None:
-    """Store the snapshot's row count and seal ``meta`` (:func:`journal.checksum.seal_meta`,
-    on the writer's aiosqlite connection)."""
-    await conn.execute(
-        "INSERT OR REPLACE INTO meta (name, value) VALUES ('snapshot_rows', ?)", (snapshot_rows,)
-    )
+async def _seal_meta(conn: Any, plan: CompactionPlan, snapshot_rows: int) -> None:
+    """Store the piece's ``snapshot_seq``, ``max_version`` and row count in ``meta`` and seal it
+    (:func:`journal.checksum.meta_checksum` over the meta the plan found, with these values),
+    in one statement."""
+    meta = dict(plan.meta)
+    meta["snapshot_seq"] = plan.upto_seq  # above the meta's: the records after it were folded
+    meta["max_version"] = plan.max_version  # folded on from the meta's
+    meta["snapshot_rows"] = snapshot_rows
     # For people (``wheel-engine status``), never acted on: the wall clock, not the engine's.
-    await conn.execute(
-        "INSERT OR REPLACE INTO meta (name, value) VALUES ('compacted_at', ?)", (time.time(),)
-    )
-    cur = await conn.execute("SELECT name, value FROM meta")
-    meta = dict(await cur.fetchall())
-    await conn.execute(
+    meta["compacted_at"] = time.time()
+    meta[META_CHECKSUM] = meta_checksum(meta)
+    names = ("snapshot_seq", "max_version", "snapshot_rows", "compacted_at", META_CHECKSUM)
+    await conn.executemany(
         "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
-        (META_CHECKSUM, meta_checksum(meta)),
+        [(name, meta[name]) for name in names],
     )
 
 
-async def _shrink(conn: Any) -> None:
-    """Step 4: give free pages back when they are more than twice the pages in use.
-
-    Incremental vacuum moves pages from the end of the file into free slots and truncates; in
-    WAL mode the file shrinks at the next checkpoint (tried here, passively: never waits for
-    readers). Its own transactions, after the compaction's commit: a failure here loses nothing.
-    """
+async def _shrink_pages(conn: Any) -> int:
+    """Step 4: how many free pages to give back: none unless they are more than twice the
+    pages in use (and at least :data:`_SHRINK_MIN_PAGES`), else all but as many as are in use
+    (room for the next tail without regrowing)."""
     cur = await conn.execute("PRAGMA freelist_count")
     (free,) = await cur.fetchone()
     cur = await conn.execute("PRAGMA page_count")
     (pages,) = await cur.fetchone()
     used = pages - free
     if free < _SHRINK_MIN_PAGES or free <= 2 * used:
-        return
-    # Keep as many free pages as are in use: room for the next tail without regrowing.
-    # executescript steps the statement to the end (execute() would free only one page).
-    n = int(free - used)
-    await conn.executescript(f"PRAGMA incremental_vacuum({n}); PRAGMA wal_checkpoint(PASSIVE);")
+        return 0
+    return int(free - used)
+
+
+async def _shrink(conn: Any, pages: int) -> None:
+    """Give ``pages`` free pages back (``pages == 0``: checkpoint, so that the file shrinks).
+
+    Incremental vacuum moves pages from the end of the file into free slots and truncates; in
+    WAL mode the file shrinks at the next checkpoint (passive: never waits for readers). Its own
+    transactions, after the compaction's last commit: a failure here loses nothing.
+    """
+    if pages:
+        # executescript steps the statement to the end (execute() would free only one page).
+        await conn.executescript(f"PRAGMA incremental_vacuum({pages});")
+    else:
+        await conn.executescript("PRAGMA wal_checkpoint(PASSIVE);")

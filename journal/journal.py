@@ -14,14 +14,13 @@ import asyncio
 import logging
 import os
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
 import aiosqlite
 
 from journal import codec
-from journal.compaction import CompactionResult, plan_sync, write_plan
+from journal.compaction import CompactionResult, compact
 from journal.errors import JournalError
 from journal.lock import WriterLock
 from journal.meta import MetaInfo
@@ -314,8 +313,9 @@ class Journal:
 
         Finished timers (SUCCEEDED, CANCELED) last updated before ``now - retention`` are
         dropped, and beyond the newest ``max_retained`` of them (by ``(updated_at, key)``; None:
-        no limit); DEAD ones are kept. Records committed meanwhile stay in the tail. See
-        :mod:`journal.compaction`.
+        no limit); DEAD ones are kept. Records committed meanwhile stay in the tail. Written in
+        pieces, group commits passing between them; a crash between two leaves a journal
+        compacted up to the last piece written. See :mod:`journal.compaction`.
         """
         writer = self._writable()
         if retention < 0 or retention != retention:
@@ -323,23 +323,16 @@ class Journal:
         if max_retained is not None and max_retained < 0:
             raise ValueError(f"max_retained must be >= 0, not {max_retained!r}")
         async with self._compacting:
-            started = time.perf_counter()
-            upto = writer.last_seq
-            plan = await asyncio.to_thread(
-                plan_sync, self.path, upto, now - retention, max_retained
-            )
-
-            async def job(conn: Any) -> CompactionResult:
-                return await write_plan(conn, plan, started)
-
-            result = await self._writable().run_job(job)
-            writer.tail_records -= result.removed_records
+            result = await compact(self.path, writer, now - retention, max_retained)
             logger.info(
-                "journal compacted: %d live rows, %d records folded, %d timers dropped, %.3fs: %s",
+                "journal compacted: %d live rows, %d records folded, %d timers dropped, %.3fs "
+                "(%d pieces, the longest write %.3fs): %s",
                 result.live_rows,
                 result.removed_records,
                 result.dropped_timers,
                 result.seconds,
+                result.pieces,
+                result.longest_write_seconds,
                 self.path,
             )
             return result

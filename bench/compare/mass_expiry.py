@@ -19,7 +19,10 @@ timers due while A's backlog is worked off (the same window in both runs), lower
 ratio to the anchor is the goal "within 2x" (0.5x). Beside it: *a_seconds*, from the start of
 A's due second to A's last start; *a_x_ideal*, that over the ideal ``N / rate``; *peak_rate*,
 A's most starts in one second of the wall clock; *rss_mb*, the subprocess's peak RSS. Both
-handlers are plain (synchronous) functions that return at once, durability ``normal``.
+handlers are plain (synchronous) functions that return at once, durability ``normal``. Each side
+also says what stalls outside the dispatch it saw (:class:`_Watch`): the journal's compactions
+and the longest the writer was held by one of them (no commit completes meanwhile), and the
+collector's full collections and the longest of them.
 
 The dues are fixed before the timers are scheduled, so the lead leaves room for scheduling at
 :data:`SCHEDULE_FLOOR` timers/s at least; a run that took longer fails rather than measure a
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from bench.compare.measure import Comparison, Contender, Figure, Measure, Metrics
 from bench.compare.subject import engine_missing, new_engine
+from journal import Journal
 
 if TYPE_CHECKING:
     from bench.compare.config import Config
@@ -89,6 +93,52 @@ class Sizes(NamedTuple):
 # -- one side, in its own process ---------------------------------------------------------------
 
 
+class _Watch:
+    """The stalls outside the dispatch during a side: full collections (``gc.callbacks``) and
+    the journal's compactions (:meth:`journal.Journal.compact`, wrapped: the engine offers no
+    hook there), each with its longest pause of the writer."""
+
+    def __init__(self) -> None:
+        self.gc_full: list[float] = []
+        self.holds: list[float] = []
+        self._gc_started = 0.0
+        self._compact = Journal.compact
+
+    def __enter__(self) -> _Watch:
+        original, holds = self._compact, self.holds
+
+        async def compact(journal: Journal, **options: Any) -> Any:
+            result = await original(journal, **options)
+            # getattr: the figure also measures trees from before compaction wrote in pieces
+            holds.append(getattr(result, "longest_write_seconds", result.write_seconds))
+            return result
+
+        Journal.compact = compact  # type: ignore[method-assign, assignment]
+        gc.callbacks.append(self._collected)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._collected)
+        Journal.compact = self._compact  # type: ignore[method-assign]
+
+    def _collected(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.gc_full.append(time.perf_counter() - self._gc_started)
+
+    def metrics(self) -> Metrics:
+        return {
+            "compactions": len(self.holds),
+            "compaction_hold_max_s": max(self.holds, default=0.0),
+            "gc_full": len(self.gc_full),
+            "gc_full_max_s": max(self.gc_full, default=0.0),
+            "gc_full_s": sum(self.gc_full),
+        }
+
+
 async def _side(
     path: Path, timers: int, rate: float, window: float, isolated: bool = False
 ) -> Metrics:
@@ -121,26 +171,27 @@ async def _side(
     engine.register("b", b)
     if timers:
         engine.register("a", a, rate=rate)
-    async with engine:
-        began = time.time()
-        t0 = math.ceil(began + LEAD + timers / SCHEDULE_FLOOR)  # A's due second
-        b_dues = [t0 - LEAD + i * B_EVERY for i in range(int((window + 2 * LEAD) / B_EVERY))]
-        expected[1] = len(b_dues)
-        await engine.schedule_many([{"handler": "b", "at": due} for due in b_dues])
-        for first in range(0, timers, 1_000):
-            count = min(1_000, timers - first)
-            await engine.schedule_many(
-                [{"handler": "a", "at": t0 + (first + i) / timers} for i in range(count)]
-            )
-        if isolated:
-            gc.collect()
-            gc.freeze()
-        scheduled = time.time()
-        if scheduled > t0 - 0.2:
-            raise RuntimeError(
-                f"scheduling {timers:,} timers took {scheduled - began:.1f} s, past the lead"
-            )
-        await asyncio.wait_for(done, timeout=t0 - time.time() + 3 * window + 60)
+    with _Watch() as watch:
+        async with engine:
+            began = time.time()
+            t0 = math.ceil(began + LEAD + timers / SCHEDULE_FLOOR)  # A's due second
+            b_dues = [t0 - LEAD + i * B_EVERY for i in range(int((window + 2 * LEAD) / B_EVERY))]
+            expected[1] = len(b_dues)
+            await engine.schedule_many([{"handler": "b", "at": due} for due in b_dues])
+            for first in range(0, timers, 1_000):
+                count = min(1_000, timers - first)
+                await engine.schedule_many(
+                    [{"handler": "a", "at": t0 + (first + i) / timers} for i in range(count)]
+                )
+            if isolated:
+                gc.collect()
+                gc.freeze()
+            scheduled = time.time()
+            if scheduled > t0 - 0.2:
+                raise RuntimeError(
+                    f"scheduling {timers:,} timers took {scheduled - began:.1f} s, past the lead"
+                )
+            await asyncio.wait_for(done, timeout=t0 - time.time() + 3 * window + 60)
     late = sorted(lateness for due, lateness in b_late if t0 <= due < t0 + window)
     per_second = Counter(math.floor(start) for start in a_starts)
     a_seconds = max(a_starts) - t0 if a_starts else 0.0
@@ -154,6 +205,7 @@ async def _side(
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "schedule_seconds": scheduled - began,
         "b_timers": len(late),
+        **watch.metrics(),
     }
 
 

@@ -5,6 +5,7 @@ anchor, A's columns beside, the two targets of issue 26."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from bench.compare.config import Config
 from bench.compare.measure import Log, Metrics
 from bench.compare.report import format_comparison
 from bench.compare.targets import evaluate_targets
+from journal import Journal
+from journal.records import Schedule
 
 
 def _cfg(quick: bool, tmp_path: Path) -> Config:
@@ -72,3 +75,16 @@ def test_the_report_has_b_alone_as_anchor_and_the_targets(
     assert "Figure 10" in text and mass_expiry.BESIDE in text and "a_x_ideal" in text
     results = evaluate_targets(mass_expiry.targets(cfg), {comp.key: comp})
     assert [r.status for r in results] == ["missed", "met"]  # within 2x: no; under 50 ms: yes
+
+
+async def test_the_watch_counts_full_collections_and_compactions(tmp_path: Path) -> None:
+    j = await Journal.open(str(tmp_path / "w.db"))
+    with mass_expiry._Watch() as watch:
+        gc.collect()
+        await j.submit([Schedule("k", 1, "h", 1.0, None, 1.0)])
+        await j.compact(retention=0.0, now=0.0)
+    await j.compact(retention=0.0, now=0.0)  # after the side: not counted
+    await j.close()
+    got = watch.metrics()
+    assert got["gc_full"] >= 1 and 0 < got["gc_full_max_s"] <= got["gc_full_s"]
+    assert got["compactions"] == 1 and got["compaction_hold_max_s"] > 0
