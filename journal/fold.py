@@ -34,6 +34,7 @@ __all__ = ["fold_records", "fold_sealed", "fold_snapshot"]
 
 _BODY: Final = itemgetter(3)  # a snapshot row's body
 _BODY_OF_RECORD: Final = itemgetter(1)  # a ``(kind, body)`` record row's body
+_ARRAY_OF: Final = b"\xdd"  # msgpack's header of an array, its length next (4 bytes, big-endian)
 _SCHEDULE: Final = int(Kind.SCHEDULE)  # the kind of most records: its rule is called directly
 
 
@@ -62,29 +63,27 @@ def fold_sealed(
     if data is None or not sealed_data(data):
         _diagnose_records(rows, after_seq)  # raises: if every blob is sealed, so is the batch
         data = b""  # pragma: no cover
-    # The batch is intact, so it is the bodies as sealed, back to back: one streaming decode
-    # (no per-row call overhead). Each row's sealed seq keeps the rows and the values in step.
-    # (Bytes moved across a row boundary, the concatenation unchanged, decode to exactly what
-    # was written, so the fold is right; ``check`` looks at each row alone and reports them.)
-    values = msgpack.Unpacker(
-        None, raw=False, use_list=False, strict_map_key=True, max_buffer_size=len(data) or 1
-    )
-    values.feed(data)
     fold = FOLD
     schedule = _SCHEDULE
     seq = after_seq
     try:
-        for row, value in zip(rows, values, strict=True):
+        # The batch is intact, so it is the bodies as sealed, back to back: one decode of the
+        # whole batch (:func:`_decoded`). Each row's sealed seq keeps the rows and the values
+        # in step. (Bytes moved across a row boundary, the concatenation unchanged, decode to
+        # exactly what was written, so the fold is right; ``check`` looks at each row alone
+        # and reports them.)
+        values = _decoded(data, len(rows))
+        for i in range(len(rows)):
             # Read by index from typed tuples: compiled, untyped unpacking goes through an
             # iterator. A value that is not a 4-tuple (a damaged batch) raises: diagnosed below.
-            sealed: tuple[Any, ...] = value
+            sealed: tuple[Any, ...] = values[i]
             if len(sealed) != 4:
                 raise _Bad
             fields = sealed[0]
             kind: int = sealed[1]  # compiled: an int check, then native compares
             stored_seq: int = sealed[2]
             seq += 1
-            if stored_seq != seq or kind != row[0]:
+            if stored_seq != seq or kind != rows[i][0]:
                 raise _Bad
             if kind == schedule:
                 version = schedule_rule(timers, fields, make)
@@ -98,6 +97,17 @@ def fold_sealed(
         _diagnose_records(rows, after_seq)
         raise JournalCorrupt(f"record {seq}: damaged ({exc!r})", seq=seq) from exc
     return max_version
+
+
+def _decoded(data: bytes, n: int) -> tuple[Any, ...]:
+    """The ``n`` msgpack values stored back to back in ``data``, as one tuple, in one call:
+    ``data`` is read as the array of ``n`` values it is the body of (an array header put
+    before it). Raises if ``data`` holds fewer or more than ``n`` values, or is not msgpack.
+    The same limits and options as every stored value (no code runs, str keys only)."""
+    values: tuple[Any, ...] = msgpack.unpackb(
+        _ARRAY_OF + n.to_bytes(4, "big") + data, raw=False, use_list=False, strict_map_key=True
+    )
+    return values
 
 
 def _joined(bodies: Iterable[Any]) -> bytes | None:
@@ -155,26 +165,20 @@ def fold_snapshot(
     ``make``).
 
     The same checks as :func:`journal.codec.decode_row` (``decode_row_v1`` when not
-    ``sealed``), inlined, with one CRC pass and one streaming decode for the whole batch (as
+    ``sealed``), inlined, with one CRC pass and one decode for the whole batch (as
     :func:`fold_sealed`). Returns the new max version; raises
     :class:`~journal.errors.JournalCorrupt` naming the first damaged row's key. ``states``,
     when given, gets the state code of every row folded.
     """
     decode_row = codec.decode_row if sealed else codec.decode_row_v1
-    values: Iterable[tuple[Any, ...]]
+    data = b""  # schema 1: no batch to decode
     if sealed:
-        data = _joined(map(_BODY, rows))
-        if data is None or not sealed_data(data):
+        joined = _joined(map(_BODY, rows))
+        if joined is None or not sealed_data(joined):
             for row in rows:
                 decode_row(*row)  # raises: if every body is sealed, so is the batch
-            data = b""  # pragma: no cover
-        unpacker = msgpack.Unpacker(
-            None, raw=False, use_list=False, strict_map_key=True, max_buffer_size=len(data) or 1
-        )
-        unpacker.feed(data)
-        values = unpacker
-    else:  # schema 1: no checksums, so each body is decoded on its own (exact framing)
-        values = map(_as_sealed_v1, rows)
+        else:
+            data = joined
     state_of = STATES
     n_states = len(STATES)
     new_row = make
@@ -182,11 +186,14 @@ def fold_snapshot(
     bad = _Bad
     key: Any = None
     try:
-        for row, value in zip(rows, values, strict=True):
+        # One decode of the whole batch (see fold_sealed); schema 1 has no checksums, so each
+        # body is decoded on its own there (exact framing).
+        values = _decoded(data, len(rows)) if sealed else tuple(map(_as_sealed_v1, rows))
+        for i in range(len(rows)):
             # Read by index from typed tuples (see fold_sealed); a value that is not an 11- or
             # 12-tuple is a damaged row, diagnosed below.
-            column: tuple[Any, ...] = row
-            stored: tuple[Any, ...] = value
+            column: tuple[Any, ...] = rows[i]
+            stored: tuple[Any, ...] = values[i]
             n = len(stored)  # 12: the timer's trace context follows its 7 fields
             if n != 11 and n != 12:
                 raise bad

@@ -14,13 +14,17 @@ wheel and the three lists; timers keep the order of ``timers`` within each list.
 
 from __future__ import annotations
 
+from typing import Final
+
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.model import TimerState
 from wheel_engine.timer import Timer, ticked
 from wheel_engine.wheel import TimingWheel
 
-PENDING = TimerState.PENDING
-DEAD = TimerState.DEAD
+# Final: compiled, a pointer comparison with a C static, not a lookup in the module's globals
+# on every timer.
+PENDING: Final = TimerState.PENDING
+DEAD: Final = TimerState.DEAD
 
 
 class Sorted:
@@ -48,10 +52,15 @@ def place_recovered(
     dead = out.dead
     finished = out.finished
     in_wheel = 0
+    # The last handler name found registered: names are shared str objects (the fold interns
+    # them), so the timers of one handler, most of a journal, skip the lookup by name.
+    registered: str | None = None
     for timer in timers.values():
         state = timer.state
         if state is PENDING:
-            if timer.handler in handlers:
+            handler = timer.handler
+            if handler is registered or handler in handlers:
+                registered = handler
                 wheel.insert_entry(ticked(timer, tick))  # as TimerTable.insert: never before due
                 in_wheel += 1
             else:
