@@ -22,10 +22,10 @@ if TYPE_CHECKING:
     from journal import Journal
     from wheel_engine.clock import Clock
     from wheel_engine.commits import Commits
+    from wheel_engine.dispatcher import Dispatcher
     from wheel_engine.events import EventBus
     from wheel_engine.local_storage import LocalStorage
     from wheel_engine.nodes.node import Node
-    from wheel_engine.starting import Starter
     from wheel_engine.stats import Counters
     from wheel_engine.storage import Storage
     from wheel_engine.timers import TimerTable
@@ -106,7 +106,7 @@ class SqliteBackend(MemoryBackend):
 
 #: The engine's parts a node works with (see ``Node.open``).
 NodeParts: TypeAlias = (
-    "tuple[TimerTable, Trigger, Starter, Commits, Counters, RequestChecker, EventBus]"
+    "tuple[TimerTable, Trigger, Dispatcher, Commits, Counters, RequestChecker, EventBus]"
 )
 
 
@@ -120,9 +120,9 @@ class NodeBackend:
         self._parts = parts
 
     async def open(self, clock: Clock) -> Storage:
-        table, trigger, starter, commits, stats, check, events = self._parts
-        parts = (table, trigger, starter.pool, commits, stats, check)
-        return await self._node.open(*parts, clock, events, starter.limits)
+        table, trigger, dispatcher, commits, stats, check, events = self._parts
+        parts = (table, trigger, dispatcher.pool, commits, stats, check)
+        return await self._node.open(*parts, clock, events, dispatcher.limits)
 
     async def stop(self) -> None:
         await self._node.stop()  # the loops; closing the journal releases the partitions

@@ -146,7 +146,7 @@ class Engine(RecurringCalls):
             self._table, self._commits, self._stats, self.clock, self._trigger, self._pool, events
         )
         local = LocalStorage(self._scheduler, self._commits, self._table, self._check)
-        parts = (self._table, self._trigger, self._starter, self._commits, self._stats)
+        parts = (self._table, self._trigger, self._dispatcher, self._commits, self._stats)
         self._backend: Backend = backend_for(
             self.path, durability, on_node, local, (*parts, self._check, events)
         )
