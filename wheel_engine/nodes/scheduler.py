@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from journal.postgres import LiveKeyConflict, PostgresStore, StoredTimer, TimerUpsert
 from wheel_engine.clock import Clock
@@ -39,6 +39,9 @@ from wheel_engine.validation import CheckedRequest, RequestChecker
 from wheel_engine.workers import WorkerPool
 
 __all__ = ["NodeScheduler", "info_of"]
+
+#: How often a redrive is tried while the row turns DEAD under it (see NodeScheduler.redrive).
+REDRIVE_TRIES: Final = 3
 
 
 def info_of(row: StoredTimer, payload: object = None, decoded: bool = False) -> TimerInfo:
@@ -146,14 +149,20 @@ class NodeScheduler:
         return result
 
     async def redrive(self, key: str, due: float, now: float) -> TimerInfo:
-        row = await self._store.redrive(key, at=due, trace=SCHEDULING.get())
-        if row is None:
+        # The compare-and-set can miss a row that turns DEAD between it and the lookup (the
+        # node that ran it commits its outcome after its own view already says DEAD): a DEAD
+        # row is tried again, a few times, before the race is reported.
+        for _ in range(REDRIVE_TRIES):
+            row = await self._store.redrive(key, at=due, trace=SCHEDULING.get())
+            if row is not None:
+                break
             current = await self._store.lookup(key)
             if current is None:
                 raise TimerNotFound(key)
             if current.state is not DEAD:
                 raise EngineError(f"timer {key!r} is {current.state}, not DEAD")
-            raise EngineError(f"timer {key!r} changed while it was redriven")  # pragma: no cover
+        else:
+            raise EngineError(f"timer {key!r} changed while it was redriven")
         self._adopter.rows((row,))
         self._stats.redriven += 1
         if self._events.active:
