@@ -48,6 +48,25 @@ class Worker:
         self.firing: Firing | None = None
 
 
+class TimerExtras:
+    """The fields of a :class:`Timer` that most timers never set, out of line: a pending timer
+    pays one slot (``Timer.extras``, None) for all of them instead of one each. A timer gets
+    its own only when one of them is set to something (a running handler's worker, an
+    interrupt, a trace, an error text, with a recovered payload's bytes if it has them).
+
+    ``Timer.extras`` alone holds a recovered payload's msgpack bytes while nothing else is set:
+    recovery makes one object per timer, not two."""
+
+    __slots__ = ("interrupt", "last_error", "packed", "trace", "worker")
+
+    def __init__(self, packed: bytes | None) -> None:
+        self.packed = packed
+        self.worker: Worker | None = None
+        self.interrupt: str | None = None
+        self.trace: str | None = None  # tracing (#29): see wheel_engine.tracing
+        self.last_error: str | None = None
+
+
 class Timer(WheelEntry["Timer"]):
     """One version of one key, and its own wheel entry (``item`` is the timer itself), so a
     pending timer costs one object. ``where != DETACHED`` while it waits in the wheel; its
@@ -55,7 +74,8 @@ class Timer(WheelEntry["Timer"]):
 
     ``where`` is :data:`QUEUED` while it waits for a worker. ``worker`` is the :class:`Worker`
     running its handler, ``interrupt`` why the attempt was asked to stop, ``packed`` the msgpack
-    bytes of a recovered payload not decoded yet.
+    bytes of a recovered payload not decoded yet; these three, ``trace`` and ``last_error`` are
+    None for most timers and live in :class:`TimerExtras` (read and set as attributes here).
 
     **The state word.** ``state`` is the one word telling where the timer is in its life, and
     each change of it is one method below, which checks the state it starts from (one or two
@@ -91,17 +111,13 @@ class Timer(WheelEntry["Timer"]):
     __slots__ = (
         "attempts",
         "due",
+        "extras",  # None, a recovered payload's bytes alone, or TimerExtras
         "first_attempt_at",
         "handler",
-        "interrupt",
         "key",
-        "last_error",
-        "packed",
         "payload",
         "state",
-        "trace",  # tracing (#29): the W3C context it was scheduled in, or None
         "updated_at",
-        "worker",
     )
 
     def __init__(
@@ -128,13 +144,11 @@ class Timer(WheelEntry["Timer"]):
         self.payload = payload
         self.state = state
         self.attempts = attempts
-        self.last_error = last_error
         self.first_attempt_at = first_attempt_at
         self.updated_at = updated_at
-        self.worker: Worker | None = None
-        self.interrupt: str | None = None
-        self.packed: bytes | None = None
-        self.trace: str | None = None  # tracing (#29): see wheel_engine.tracing
+        self.extras: bytes | TimerExtras | None = None
+        if last_error is not None:
+            self.last_error = last_error
 
     @property
     def version(self) -> int:
@@ -152,6 +166,75 @@ class Timer(WheelEntry["Timer"]):
         of waiting for the cyclic collector."""
         return self
 
+    # ------------------------------------------------------------------ the extras
+    def _own_extras(self) -> TimerExtras:
+        """This timer's :class:`TimerExtras`, made when a first one of its fields is set."""
+        extras = self.extras
+        if isinstance(extras, TimerExtras):
+            return extras
+        made = TimerExtras(extras)  # extras is None, or a recovered payload's bytes
+        self.extras = made
+        return made
+
+    @property
+    def packed(self) -> bytes | None:
+        """The msgpack bytes of a recovered payload not decoded yet (``payload`` is
+        :data:`UNDECODED`), else None."""
+        extras = self.extras
+        return extras.packed if isinstance(extras, TimerExtras) else extras
+
+    @packed.setter
+    def packed(self, packed: bytes | None) -> None:
+        extras = self.extras
+        if isinstance(extras, TimerExtras):
+            extras.packed = packed
+        else:
+            self.extras = packed
+
+    @property
+    def worker(self) -> Worker | None:
+        """The :class:`Worker` running its handler, or None."""
+        extras = self.extras
+        return extras.worker if isinstance(extras, TimerExtras) else None
+
+    @worker.setter
+    def worker(self, worker: Worker | None) -> None:
+        if worker is not None or isinstance(self.extras, TimerExtras):
+            self._own_extras().worker = worker
+
+    @property
+    def interrupt(self) -> str | None:
+        """Why its running attempt was asked to stop (``INTERRUPT_*``), or None."""
+        extras = self.extras
+        return extras.interrupt if isinstance(extras, TimerExtras) else None
+
+    @interrupt.setter
+    def interrupt(self, interrupt: str | None) -> None:
+        if interrupt is not None or isinstance(self.extras, TimerExtras):
+            self._own_extras().interrupt = interrupt
+
+    @property
+    def trace(self) -> str | None:
+        """tracing (#29): the W3C context it was scheduled in, or None."""
+        extras = self.extras
+        return extras.trace if isinstance(extras, TimerExtras) else None
+
+    @trace.setter
+    def trace(self, trace: str | None) -> None:
+        if trace is not None or isinstance(self.extras, TimerExtras):
+            self._own_extras().trace = trace
+
+    @property
+    def last_error(self) -> str | None:
+        """The bounded text of its last failed attempt (``wheel_engine.diagnostics``), or None."""
+        extras = self.extras
+        return extras.last_error if isinstance(extras, TimerExtras) else None
+
+    @last_error.setter
+    def last_error(self, last_error: str | None) -> None:
+        if last_error is not None or isinstance(self.extras, TimerExtras):
+            self._own_extras().last_error = last_error
+
     def __repr__(self) -> str:
         # WheelEntry's repr prints its item, which for a timer is the timer itself.
         return f"<Timer {self.key!r} v{self.version} {self.state.value} due {self.due!r}>"
@@ -162,7 +245,9 @@ class Timer(WheelEntry["Timer"]):
         (its record is committed next, or at once where the sink keeps none)."""
         if self.state is not _PENDING:
             raise _illegal(self, "charge", "PENDING")
-        self.interrupt = None  # INTERRUPT_CRASH has done its work
+        extras = self.extras
+        if isinstance(extras, TimerExtras):
+            extras.interrupt = None  # INTERRUPT_CRASH has done its work
         self.where = DETACHED
         self.state = _RUNNING
         self.attempts += 1
@@ -234,6 +319,7 @@ class Timer(WheelEntry["Timer"]):
         return self.payload
 
     def info(self) -> TimerInfo:
+        extras = self.extras
         # tuple.__new__ skips NamedTuple's Python-level __new__ (a Python call per info).
         return _new_tuple(
             _TIMER_INFO,
@@ -245,7 +331,7 @@ class Timer(WheelEntry["Timer"]):
                 self.payload if self.payload is not UNDECODED else self.decode_payload(),
                 self.state,
                 self.attempts,
-                self.last_error,
+                extras.last_error if isinstance(extras, TimerExtras) else None,
             ),
         )
 
@@ -292,5 +378,6 @@ def recovered_timer(
         first_attempt_at,
         updated_at,
     )
-    timer.packed = packed
+    if packed is not None:
+        timer.packed = packed
     return timer

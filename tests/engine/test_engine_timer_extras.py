@@ -1,0 +1,92 @@
+"""The fields most timers never set live out of line (``wheel_engine.timer.TimerExtras``): a
+timer reads and sets them as attributes, a pending timer pays one slot for all of them, and a
+recovered timer's payload bytes cost no second object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wheel_engine.model import TimerState
+from wheel_engine.testing import VirtualClock
+from wheel_engine.timer import UNDECODED, Timer, TimerExtras, Worker, recovered_timer
+
+EXTRA_FIELDS = ("packed", "worker", "interrupt", "trace", "last_error")
+WORKER = Worker.__new__(Worker)  # never run: only its identity is read back
+
+
+def recovered(packed: bytes | None, last_error: str | None = None) -> Timer:
+    return recovered_timer("k", 1, "h", 1.0, packed, TimerState.PENDING, 0, last_error, None, 0.0)
+
+
+def test_a_scheduled_timer_has_no_extras_and_one_slot_for_them() -> None:
+    timer = Timer("k", 1, "h", 1.0, {"a": 1})
+    assert timer.extras is None
+    assert all(getattr(timer, name) is None for name in EXTRA_FIELDS)
+    slots = [name for cls in type(timer).__mro__ for name in getattr(cls, "__slots__", ())]
+    assert "extras" in slots
+    assert not set(EXTRA_FIELDS) & set(slots)
+
+
+def test_setting_none_makes_no_extras() -> None:
+    timer = Timer("k", 1, "h", 1.0, None)
+    for name in EXTRA_FIELDS:
+        setattr(timer, name, None)
+    timer.charge(2.0)
+    assert timer.extras is None
+
+
+def test_a_recovered_payload_is_its_bytes_alone_until_decoded() -> None:
+    timer = recovered(b"\x81\xa1a\x01")  # msgpack {"a": 1}
+    assert timer.extras == b"\x81\xa1a\x01"
+    assert timer.packed == b"\x81\xa1a\x01" and timer.payload is UNDECODED
+    assert timer.info().payload == {"a": 1}
+    assert timer.packed is None and timer.extras is None
+
+
+def test_a_field_set_keeps_the_recovered_bytes_beside_it() -> None:
+    timer = recovered(b"\xc0", last_error="boom")  # msgpack None
+    assert isinstance(timer.extras, TimerExtras)
+    assert timer.last_error == "boom" and timer.packed == b"\xc0"
+    timer.charge(3.0)
+    timer.worker = WORKER
+    assert timer.worker is WORKER and timer.packed == b"\xc0"
+    assert timer.decode_payload() is None
+    assert timer.packed is None and timer.info().last_error == "boom"
+
+
+def test_charge_clears_a_recovered_crash_interrupt() -> None:
+    timer = recovered(b"\xc0")
+    timer.interrupt = "crash"
+    timer.charge(VirtualClock().time())
+    assert timer.interrupt is None and timer.packed == b"\xc0"
+
+
+FIELD_VALUES: dict[str, Any] = {
+    "packed": st.none() | st.binary(min_size=1, max_size=4),
+    "worker": st.none() | st.just(WORKER),
+    "interrupt": st.none() | st.sampled_from(["cancel", "timeout", "crash"]),
+    "trace": st.none() | st.text(min_size=1, max_size=4),
+    "last_error": st.none() | st.text(min_size=1, max_size=4),
+}
+SETS = st.lists(
+    st.sampled_from(EXTRA_FIELDS).flatmap(lambda name: st.tuples(st.just(name), FIELD_VALUES[name]))
+)
+
+
+@given(SETS)
+def test_the_extras_read_back_what_was_set_as_plain_attributes_would(
+    sets: list[tuple[str, Any]],
+) -> None:
+    """Against a model of five plain attributes: any sequence of sets reads back the same, and
+    while only ``packed`` was ever set to something, no :class:`TimerExtras` is made."""
+    timer = Timer("k", 1, "h", 1.0, None)
+    model = dict.fromkeys(EXTRA_FIELDS)
+    for name, value in sets:
+        setattr(timer, name, value)
+        model[name] = value
+        assert {field: getattr(timer, field) for field in EXTRA_FIELDS} == model
+    if not any(name != "packed" and value is not None for name, value in sets):
+        assert timer.extras is model["packed"]
