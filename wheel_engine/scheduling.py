@@ -95,7 +95,8 @@ class Scheduler:
         version = self.next_version
         self.next_version = version + 1
         timer = Timer(key, version, request.handler, request.due, request.payload)
-        timer.trace = self.tracing and self.tracing.get()  # tracing (#29): the call's context
+        if self.tracing:  # tracing (#29): the call's context
+            timer.trace = self.tracing.get()
         if self._place(timer, previous):
             self._arm()
         return timer, (request, timer, previous)
@@ -122,8 +123,11 @@ class Scheduler:
     async def commit(self, changes: list[Change]) -> None:
         """Commit applied schedules; on failure take them back out of memory, newest first."""
         now = self._clock.time()
-        rows = [  # t.trace: tracing (#29)
-            schedule_row(t.key, t.version, t.handler, t.due, request.data, now, t.trace)
+        traced = bool(self.tracing)  # tracing (#29): else apply() gave no timer a trace
+        rows = [
+            schedule_row(
+                t.key, t.version, t.handler, t.due, request.data, now, t.trace if traced else None
+            )
             for request, t, _ in changes
         ]
         keys = [timer.key for _, timer, _ in changes]

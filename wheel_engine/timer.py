@@ -51,18 +51,18 @@ class Worker:
 class TimerExtras:
     """The fields of a :class:`Timer` that most timers never set, out of line: a pending timer
     pays one slot (``Timer.extras``, None) for all of them instead of one each. A timer gets
-    its own only when one of them is set to something (a running handler's worker, an
-    interrupt, a trace, an error text, with a recovered payload's bytes if it has them).
+    its own only when one of them is set to something (a trace, an error text, with a recovered
+    payload's bytes if it has them).
 
     ``Timer.extras`` alone holds a recovered payload's msgpack bytes while nothing else is set:
-    recovery makes one object per timer, not two."""
+    recovery makes one object per timer, not two. Not here: ``Timer.interrupt`` and
+    ``Timer.worker``, read or set on every firing, where a property would cost a Python call
+    each time in the pure build (and the worker a side object per attempt)."""
 
-    __slots__ = ("interrupt", "last_error", "packed", "trace", "worker")
+    __slots__ = ("last_error", "packed", "trace")
 
     def __init__(self, packed: bytes | None) -> None:
         self.packed = packed
-        self.worker: Worker | None = None
-        self.interrupt: str | None = None
         self.trace: str | None = None  # tracing (#29): see wheel_engine.tracing
         self.last_error: str | None = None
 
@@ -74,7 +74,7 @@ class Timer(WheelEntry["Timer"]):
 
     ``where`` is :data:`QUEUED` while it waits for a worker. ``worker`` is the :class:`Worker`
     running its handler, ``interrupt`` why the attempt was asked to stop, ``packed`` the msgpack
-    bytes of a recovered payload not decoded yet; these three, ``trace`` and ``last_error`` are
+    bytes of a recovered payload not decoded yet. ``packed``, ``trace`` and ``last_error`` are
     None for most timers and live in :class:`TimerExtras` (read and set as attributes here).
 
     **The state word.** ``state`` is the one word telling where the timer is in its life, and
@@ -114,10 +114,12 @@ class Timer(WheelEntry["Timer"]):
         "extras",  # None, a recovered payload's bytes alone, or TimerExtras
         "first_attempt_at",
         "handler",
+        "interrupt",
         "key",
         "payload",
         "state",
         "updated_at",
+        "worker",
     )
 
     def __init__(
@@ -146,6 +148,8 @@ class Timer(WheelEntry["Timer"]):
         self.attempts = attempts
         self.first_attempt_at = first_attempt_at
         self.updated_at = updated_at
+        self.worker: Worker | None = None
+        self.interrupt: str | None = None
         self.extras: bytes | TimerExtras | None = None
         if last_error is not None:
             self.last_error = last_error
@@ -192,32 +196,10 @@ class Timer(WheelEntry["Timer"]):
             self.extras = packed
 
     @property
-    def worker(self) -> Worker | None:
-        """The :class:`Worker` running its handler, or None."""
-        extras = self.extras
-        return extras.worker if isinstance(extras, TimerExtras) else None
-
-    @worker.setter
-    def worker(self, worker: Worker | None) -> None:
-        if worker is not None or isinstance(self.extras, TimerExtras):
-            self._own_extras().worker = worker
-
-    @property
-    def interrupt(self) -> str | None:
-        """Why its running attempt was asked to stop (``INTERRUPT_*``), or None."""
-        extras = self.extras
-        return extras.interrupt if isinstance(extras, TimerExtras) else None
-
-    @interrupt.setter
-    def interrupt(self, interrupt: str | None) -> None:
-        if interrupt is not None or isinstance(self.extras, TimerExtras):
-            self._own_extras().interrupt = interrupt
-
-    @property
     def trace(self) -> str | None:
         """tracing (#29): the W3C context it was scheduled in, or None."""
         extras = self.extras
-        return extras.trace if isinstance(extras, TimerExtras) else None
+        return None if extras is None or isinstance(extras, bytes) else extras.trace
 
     @trace.setter
     def trace(self, trace: str | None) -> None:
@@ -228,7 +210,7 @@ class Timer(WheelEntry["Timer"]):
     def last_error(self) -> str | None:
         """The bounded text of its last failed attempt (``wheel_engine.diagnostics``), or None."""
         extras = self.extras
-        return extras.last_error if isinstance(extras, TimerExtras) else None
+        return None if extras is None or isinstance(extras, bytes) else extras.last_error
 
     @last_error.setter
     def last_error(self, last_error: str | None) -> None:
@@ -245,9 +227,7 @@ class Timer(WheelEntry["Timer"]):
         (its record is committed next, or at once where the sink keeps none)."""
         if self.state is not _PENDING:
             raise _illegal(self, "charge", "PENDING")
-        extras = self.extras
-        if isinstance(extras, TimerExtras):
-            extras.interrupt = None  # INTERRUPT_CRASH has done its work
+        self.interrupt = None  # INTERRUPT_CRASH has done its work
         self.where = DETACHED
         self.state = _RUNNING
         self.attempts += 1
@@ -331,7 +311,7 @@ class Timer(WheelEntry["Timer"]):
                 self.payload if self.payload is not UNDECODED else self.decode_payload(),
                 self.state,
                 self.attempts,
-                extras.last_error if isinstance(extras, TimerExtras) else None,
+                None if extras is None or isinstance(extras, bytes) else extras.last_error,
             ),
         )
 

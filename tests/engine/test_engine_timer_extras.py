@@ -11,10 +11,9 @@ from hypothesis import strategies as st
 
 from wheel_engine.model import TimerState
 from wheel_engine.testing import VirtualClock
-from wheel_engine.timer import UNDECODED, Timer, TimerExtras, Worker, recovered_timer
+from wheel_engine.timer import UNDECODED, Timer, TimerExtras, recovered_timer
 
-EXTRA_FIELDS = ("packed", "worker", "interrupt", "trace", "last_error")
-WORKER = Worker.__new__(Worker)  # never run: only its identity is read back
+EXTRA_FIELDS = ("packed", "trace", "last_error")
 
 
 def recovered(packed: bytes | None, last_error: str | None = None) -> Timer:
@@ -51,8 +50,8 @@ def test_a_field_set_keeps_the_recovered_bytes_beside_it() -> None:
     assert isinstance(timer.extras, TimerExtras)
     assert timer.last_error == "boom" and timer.packed == b"\xc0"
     timer.charge(3.0)
-    timer.worker = WORKER
-    assert timer.worker is WORKER and timer.packed == b"\xc0"
+    timer.trace = "00-trace"
+    assert timer.trace == "00-trace" and timer.packed == b"\xc0"
     assert timer.decode_payload() is None
     assert timer.packed is None and timer.info().last_error == "boom"
 
@@ -66,8 +65,6 @@ def test_charge_clears_a_recovered_crash_interrupt() -> None:
 
 FIELD_VALUES: dict[str, Any] = {
     "packed": st.none() | st.binary(min_size=1, max_size=4),
-    "worker": st.none() | st.just(WORKER),
-    "interrupt": st.none() | st.sampled_from(["cancel", "timeout", "crash"]),
     "trace": st.none() | st.text(min_size=1, max_size=4),
     "last_error": st.none() | st.text(min_size=1, max_size=4),
 }
@@ -80,7 +77,7 @@ SETS = st.lists(
 def test_the_extras_read_back_what_was_set_as_plain_attributes_would(
     sets: list[tuple[str, Any]],
 ) -> None:
-    """Against a model of five plain attributes: any sequence of sets reads back the same, and
+    """Against a model of three plain attributes: any sequence of sets reads back the same, and
     while only ``packed`` was ever set to something, no :class:`TimerExtras` is made."""
     timer = Timer("k", 1, "h", 1.0, None)
     model = dict.fromkeys(EXTRA_FIELDS)
