@@ -294,8 +294,13 @@ class Timer(WheelEntry["Timer"]):
     def decode_payload(self) -> Any:
         """The payload, decoding the recovered msgpack bytes once."""
         if self.payload is UNDECODED:
-            self.payload = decode_payload(self.packed)
-            self.packed = None
+            extras = self.extras  # not through .packed: a property is a Python call, pure
+            if isinstance(extras, TimerExtras):
+                self.payload = decode_payload(extras.packed)
+                extras.packed = None
+            else:
+                self.payload = decode_payload(extras)
+                self.extras = None
         return self.payload
 
     def info(self) -> TimerInfo:
@@ -359,5 +364,8 @@ def recovered_timer(
         updated_at,
     )
     if packed is not None:
-        timer.packed = packed
+        if timer.extras is None:  # no error text: the bytes alone, no property call
+            timer.extras = packed
+        else:
+            timer.packed = packed
     return timer

@@ -4,6 +4,7 @@ recovered timer's payload bytes cost no second object."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import wheel_engine
+from wheel_engine import Engine, Firing, RetryPolicy
 from wheel_engine.model import TimerState
 from wheel_engine.testing import VirtualClock
 from wheel_engine.timer import UNDECODED, Timer, TimerExtras, recovered_timer
@@ -94,3 +96,35 @@ def test_the_extras_read_back_what_was_set_as_plain_attributes_would(
         assert {field: getattr(timer, field) for field in EXTRA_FIELDS} == model
     if not any(name != "packed" and value is not None for name, value in sets):
         assert timer.extras is model["packed"]
+
+
+async def test_a_failed_timer_keeps_its_error_and_payload_across_a_restart(tmp_path: Path) -> None:
+    """The error text and the recovered payload's bytes share the extras: both read back after
+    a restart, and the payload reaches the handler."""
+    path = tmp_path / "j.db"
+    clock = VirtualClock()
+    seen: list[Any] = []
+    policy = RetryPolicy(max_attempts=3, initial=10.0, jitter=False)
+
+    def fails(firing: Firing) -> None:
+        raise RuntimeError("upstream said no")
+
+    def records(firing: Firing) -> None:
+        seen.append(firing.payload)
+
+    engine = Engine(path, clock=clock)
+    engine.register("h", fails, retry=policy)
+    async with engine:
+        await engine.schedule("h", delay=1, key="k", payload={"order": 7})
+        await clock.advance(2)  # fails once: PENDING again, a retry due in 10 s
+    engine = Engine(path, clock=clock)
+    engine.register("h", records, retry=policy)
+    async with engine:
+        info = engine.get("k")
+        assert info is not None and info.state is TimerState.PENDING and info.attempts == 1
+        assert info.last_error is not None and "upstream said no" in info.last_error
+        assert info.payload == {"order": 7}
+        await clock.advance(11)
+        assert seen == [{"order": 7}]
+        done = engine.get("k")
+        assert done is not None and done.state is TimerState.SUCCEEDED
