@@ -46,6 +46,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.retention",
     "wheel_engine.restoring",
     "wheel_engine.trigger",
+    "wheel_engine.engine_keys",
     "wheel_engine.scheduling",
     "wheel_engine.front",
     "wheel_engine.bare_requests",

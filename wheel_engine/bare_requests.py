@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
 from journal.codec import schedule_row
+from wheel_engine.engine_keys import EngineKeys
 from wheel_engine.timer import Timer
 from wheel_engine.validation import LAST_SECOND, MAX_TIME
 
@@ -72,21 +73,22 @@ def bare_head(
     requests: Sequence[Mapping[str, Any]],
     handlers: dict[str, Any],
     now: float,
-    key_of: tuple[str, int, int],
+    key_of: tuple[EngineKeys, int, int],
     durable: bool,
 ) -> tuple[list[Timer], list[tuple[int, bytes]]]:
     """The timers of ``requests``' head of bare requests, up to the first that is not, and
-    (``durable``) their journal rows; built, put nowhere. ``key_of`` is (key prefix, first
-    serial, first version): the i-th timer is ``f"{prefix}-{serial + i}"`` at version
-    ``version + i``, as ``Scheduler.schedule_many`` numbers engine-made keys."""
-    prefix, serial, version = key_of
+    (``durable``) their journal rows; built, put nowhere. ``key_of`` is (the engine's keys,
+    first serial, first version): the i-th timer's key is ``keys.key(serial + i)``, its version
+    ``version + i``, as ``Scheduler.schedule_many`` numbers them. Nothing is taken from
+    ``keys``: the caller skips past the serials it keeps."""
+    keys, serial, version = key_of
     made: list[Timer] = []
     rows: list[tuple[int, bytes]] = []
     for request in requests:
         due = bare_due(request, handlers, now)
         if due < 0.0:
             break
-        key = f"{prefix}-{serial}"
+        key = keys.key(serial)
         handler: str = request["handler"]
         made.append(Timer(key, version, handler, due, None))
         if durable:

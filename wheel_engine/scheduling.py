@@ -17,10 +17,8 @@ is validated in the pass that builds it, before anything changes. Nothing else r
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import secrets
-from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from math import ceil
 from typing import Any
 
@@ -29,6 +27,7 @@ from journal.codec import SCHEDULE_KIND, schedule_body, schedule_row
 from wheel_engine.bare_requests import bare_head
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
+from wheel_engine.engine_keys import EngineKeys
 from wheel_engine.errors import EngineError, TimerNotFound
 from wheel_engine.events import EventBus
 from wheel_engine.gcpause import gc_paused
@@ -75,8 +74,7 @@ class Scheduler:
         self._arm = trigger.arm
         self._pool = pool
         self._events = events
-        self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
-        self._key_counter = itertools.count(1)
+        self._keys = EngineKeys()  # the keys of requests that name none
         self.tracing: Any = None  # tracing (#29): a ContextVar of the trace, set only when on
 
     def apply(self, request: CheckedRequest) -> tuple[Timer, Change | None]:
@@ -86,7 +84,7 @@ class Scheduler:
         key = request.key
         previous = None
         if key is None:
-            key = f"{self._key_prefix}-{next(self._key_counter)}"
+            key = self._keys.new()
         else:
             previous = timers.get(key)
             if previous is not None and previous.state.is_live:
@@ -97,7 +95,8 @@ class Scheduler:
         version = self.next_version
         self.next_version = version + 1
         timer = Timer(key, version, request.handler, request.due, request.payload)
-        timer.trace = self.tracing and self.tracing.get()  # tracing (#29): the call's context
+        if self.tracing:  # tracing (#29): the call's context
+            timer.trace = self.tracing.get()
         if self._place(timer, previous):
             self._arm()
         return timer, (request, timer, previous)
@@ -124,8 +123,11 @@ class Scheduler:
     async def commit(self, changes: list[Change]) -> None:
         """Commit applied schedules; on failure take them back out of memory, newest first."""
         now = self._clock.time()
-        rows = [  # t.trace: tracing (#29)
-            schedule_row(t.key, t.version, t.handler, t.due, request.data, now, t.trace)
+        traced = bool(self.tracing)  # tracing (#29): else apply() gave no timer a trace
+        rows = [
+            schedule_row(
+                t.key, t.version, t.handler, t.due, request.data, now, t.trace if traced else None
+            )
             for request, t, _ in changes
         ]
         keys = [timer.key for _, timer, _ in changes]
@@ -168,8 +170,7 @@ class Scheduler:
         if key is not None and key in self._timers:
             return None
         if key is None:
-            counter: Iterator[int] = self._key_counter  # typed so: compiled, no call of next()
-            key = f"{self._key_prefix}-{next(counter)}"
+            key = self._keys.new()
         version = self.next_version
         handler, due = request.handler, request.due
         future = self._commits.rows.submit_row(
@@ -276,10 +277,9 @@ class Scheduler:
         path takes. Raises as :meth:`RequestChecker.batch` would, before anything changes. The
         batch's head of bare requests skips the checker (:func:`bare_head`: a bare one is
         never bad); from the first other request on, each goes through it."""
-        prefix, handlers = self._key_prefix, self._table.handlers
-        serial = next(self._key_counter)  # engine-made keys: "<prefix>-<serial>", counting up
-        version = self.next_version
-        made, rows = bare_head(requests, handlers, now, (prefix, serial, version), durable)
+        keys, handlers = self._keys, self._table.handlers
+        serial, version = keys.next_serial, self.next_version
+        made, rows = bare_head(requests, handlers, now, (keys, serial, version), durable)
         serial += len(made)
         version += len(made)
         if len(made) < len(requests):
@@ -287,10 +287,10 @@ class Scheduler:
             for valid in check.each(requests[len(made) :] if made else requests, now):
                 name = valid.key
                 if name is None:
-                    name = f"{prefix}-{serial}"
+                    name = keys.key(serial)
                     serial += 1
                 elif name in timers or name in given:
-                    return None  # a gap in the key counter: harmless, keys stay unique
+                    return None  # nothing taken: the general path numbers the keys again
                 else:
                     given.add(name)
                 handler, due = valid.handler, valid.due
@@ -298,7 +298,7 @@ class Scheduler:
                 if durable:
                     rows.append(schedule_row(name, version, handler, due, valid.data, now))
                 version += 1
-        self._key_counter = itertools.count(serial)  # past this batch's keys
+        keys.skip_to(serial)  # past this batch's keys
         return made, rows
 
     def _apply_fresh(

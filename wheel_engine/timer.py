@@ -48,6 +48,25 @@ class Worker:
         self.firing: Firing | None = None
 
 
+class TimerExtras:
+    """The fields of a :class:`Timer` that most timers never set, out of line: a pending timer
+    pays one slot (``Timer.extras``, None) for all of them instead of one each. A timer gets
+    its own only when one of them is set to something (a trace, an error text, with a recovered
+    payload's bytes if it has them).
+
+    ``Timer.extras`` alone holds a recovered payload's msgpack bytes while nothing else is set:
+    recovery makes one object per timer, not two. Not here: ``Timer.interrupt`` and
+    ``Timer.worker``, read or set on every firing, where a property would cost a Python call
+    each time in the pure build (and the worker a side object per attempt)."""
+
+    __slots__ = ("last_error", "packed", "trace")
+
+    def __init__(self, packed: bytes | None) -> None:
+        self.packed = packed
+        self.trace: str | None = None  # tracing (#29): see wheel_engine.tracing
+        self.last_error: str | None = None
+
+
 class Timer(WheelEntry["Timer"]):
     """One version of one key, and its own wheel entry (``item`` is the timer itself), so a
     pending timer costs one object. ``where != DETACHED`` while it waits in the wheel; its
@@ -55,7 +74,8 @@ class Timer(WheelEntry["Timer"]):
 
     ``where`` is :data:`QUEUED` while it waits for a worker. ``worker`` is the :class:`Worker`
     running its handler, ``interrupt`` why the attempt was asked to stop, ``packed`` the msgpack
-    bytes of a recovered payload not decoded yet.
+    bytes of a recovered payload not decoded yet. ``packed``, ``trace`` and ``last_error`` are
+    None for most timers and live in :class:`TimerExtras` (read and set as attributes here).
 
     **The state word.** ``state`` is the one word telling where the timer is in its life, and
     each change of it is one method below, which checks the state it starts from (one or two
@@ -91,15 +111,13 @@ class Timer(WheelEntry["Timer"]):
     __slots__ = (
         "attempts",
         "due",
+        "extras",  # None, a recovered payload's bytes alone, or TimerExtras
         "first_attempt_at",
         "handler",
         "interrupt",
         "key",
-        "last_error",
-        "packed",
         "payload",
         "state",
-        "trace",  # tracing (#29): the W3C context it was scheduled in, or None
         "updated_at",
         "worker",
     )
@@ -128,13 +146,13 @@ class Timer(WheelEntry["Timer"]):
         self.payload = payload
         self.state = state
         self.attempts = attempts
-        self.last_error = last_error
         self.first_attempt_at = first_attempt_at
         self.updated_at = updated_at
         self.worker: Worker | None = None
         self.interrupt: str | None = None
-        self.packed: bytes | None = None
-        self.trace: str | None = None  # tracing (#29): see wheel_engine.tracing
+        self.extras: bytes | TimerExtras | None = None
+        if last_error is not None:
+            self.last_error = last_error
 
     @property
     def version(self) -> int:
@@ -151,6 +169,53 @@ class Timer(WheelEntry["Timer"]):
         not a stored self-reference, so a finished timer is freed by reference counting instead
         of waiting for the cyclic collector."""
         return self
+
+    # ------------------------------------------------------------------ the extras
+    def _own_extras(self) -> TimerExtras:
+        """This timer's :class:`TimerExtras`, made when a first one of its fields is set."""
+        extras = self.extras
+        if isinstance(extras, TimerExtras):
+            return extras
+        made = TimerExtras(extras)  # extras is None, or a recovered payload's bytes
+        self.extras = made
+        return made
+
+    @property
+    def packed(self) -> bytes | None:
+        """The msgpack bytes of a recovered payload not decoded yet (``payload`` is
+        :data:`UNDECODED`), else None."""
+        extras = self.extras
+        return extras.packed if isinstance(extras, TimerExtras) else extras
+
+    @packed.setter
+    def packed(self, packed: bytes | None) -> None:
+        extras = self.extras
+        if isinstance(extras, TimerExtras):
+            extras.packed = packed
+        else:
+            self.extras = packed
+
+    @property
+    def trace(self) -> str | None:
+        """tracing (#29): the W3C context it was scheduled in, or None."""
+        extras = self.extras
+        return None if extras is None or isinstance(extras, bytes) else extras.trace
+
+    @trace.setter
+    def trace(self, trace: str | None) -> None:
+        if trace is not None or isinstance(self.extras, TimerExtras):
+            self._own_extras().trace = trace
+
+    @property
+    def last_error(self) -> str | None:
+        """The bounded text of its last failed attempt (``wheel_engine.diagnostics``), or None."""
+        extras = self.extras
+        return None if extras is None or isinstance(extras, bytes) else extras.last_error
+
+    @last_error.setter
+    def last_error(self, last_error: str | None) -> None:
+        if last_error is not None or isinstance(self.extras, TimerExtras):
+            self._own_extras().last_error = last_error
 
     def __repr__(self) -> str:
         # WheelEntry's repr prints its item, which for a timer is the timer itself.
@@ -229,11 +294,17 @@ class Timer(WheelEntry["Timer"]):
     def decode_payload(self) -> Any:
         """The payload, decoding the recovered msgpack bytes once."""
         if self.payload is UNDECODED:
-            self.payload = decode_payload(self.packed)
-            self.packed = None
+            extras = self.extras  # not through .packed: a property is a Python call, pure
+            if isinstance(extras, TimerExtras):
+                self.payload = decode_payload(extras.packed)
+                extras.packed = None
+            else:
+                self.payload = decode_payload(extras)
+                self.extras = None
         return self.payload
 
     def info(self) -> TimerInfo:
+        extras = self.extras
         # tuple.__new__ skips NamedTuple's Python-level __new__ (a Python call per info).
         return _new_tuple(
             _TIMER_INFO,
@@ -245,7 +316,7 @@ class Timer(WheelEntry["Timer"]):
                 self.payload if self.payload is not UNDECODED else self.decode_payload(),
                 self.state,
                 self.attempts,
-                self.last_error,
+                None if extras is None or isinstance(extras, bytes) else extras.last_error,
             ),
         )
 
@@ -292,5 +363,9 @@ def recovered_timer(
         first_attempt_at,
         updated_at,
     )
-    timer.packed = packed
+    if packed is not None:
+        if timer.extras is None:  # no error text: the bytes alone, no property call
+            timer.extras = packed
+        else:
+            timer.packed = packed
     return timer

@@ -19,13 +19,12 @@ Nothing changes in memory when the store raises, so there is nothing to undo.
 
 from __future__ import annotations
 
-import itertools
-import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from journal.postgres import LiveKeyConflict, PostgresStore, StoredTimer, TimerUpsert
 from wheel_engine.clock import Clock
+from wheel_engine.engine_keys import EngineKeys
 from wheel_engine.errors import DuplicateKey, EngineError, TimerNotFound
 from wheel_engine.events import EventBus
 from wheel_engine.model import CancelResult, TimerInfo
@@ -81,8 +80,7 @@ class NodeScheduler:
         self._stats = stats
         self._clock = clock
         self._events = events
-        self._key_prefix = secrets.token_hex(6)  # engine-made keys: "<prefix>-<counter>"
-        self._key_counter = itertools.count(1)
+        self._keys = EngineKeys()  # the keys of requests that name none
 
     async def schedule(self, request: CheckedRequest) -> TimerInfo:
         return (await self._schedule([request]))[0]
@@ -100,7 +98,7 @@ class NodeScheduler:
         trace = SCHEDULING.get()  # tracing (#29): the call's context, None when untraced
         return [
             store.request(
-                r.key if r.key is not None else self._new_key(),
+                r.key if r.key is not None else self._keys.new(),
                 r.handler,
                 r.due,
                 r.data,
@@ -129,9 +127,6 @@ class NodeScheduler:
         if placed:
             self._adopter.arm()
         return infos
-
-    def _new_key(self) -> str:
-        return f"{self._key_prefix}-{next(self._key_counter)}"
 
     async def cancel(self, key: str, version: int | None) -> CancelResult:
         result = CancelResult(await self._store.cancel(key, version))
