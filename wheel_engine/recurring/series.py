@@ -37,6 +37,7 @@ from wheel_engine.errors import UnknownHandler
 from wheel_engine.events import Event, EventBus, EventKind
 from wheel_engine.handlers import HandlerSpec, make_spec
 from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
+from wheel_engine.recurring.chain import Chain
 from wheel_engine.recurring.records import (
     DORMANT_DUE,
     RULE_HANDLER,
@@ -50,14 +51,13 @@ from wheel_engine.recurring.records import (
 )
 from wheel_engine.recurring.rule import (
     CATCH_UP,
-    Rule,
-    catch_up_plan,
     check_recurrence_name,
     first_due,
     occurrence_key,
     occurrence_of,
     parse_rule,
 )
+from wheel_engine.successors import Successors
 from wheel_engine.tracing import current_context, scheduling_in
 
 __all__ = ["Series"]
@@ -75,6 +75,10 @@ class EngineLike(Protocol):
     _handlers: dict[str, HandlerSpec]
     _events: EventBus
     _table: Any
+    _node: Any  # None but on PostgreSQL
+    _dispatcher: Any
+    _scheduler: Any
+    _commits: Any
     clock: Any
     default_retry: Any
 
@@ -98,7 +102,7 @@ class Series:
         self._running: dict[str, dict[float, asyncio.Event]] = {}  # name -> nominal -> done
         self._ours: set[str] = set()  # occurrence keys this object is cancelling itself
         self._tasks: set[asyncio.Task[None]] = set()
-        self._started_at = float("inf")  # occurrences due before it were missed: downtime
+        self._chain = Chain(engine._table.timers, engine.clock)  # each occurrence's successor
         self._watching = False
         self.traced = False  #: set while the engine traces (wheel_engine.tracing, #29)
 
@@ -124,6 +128,7 @@ class Series:
             False,
             False,
             spec.describe_error,
+            successor=self._chain.successor,
         )
         self._engine._handlers[derived.name] = derived
         return bool(self._engine._table.unpark(derived.name))
@@ -131,7 +136,7 @@ class Series:
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
         """Note when downtime ended and reconcile the recurrences this engine holds."""
-        self._started_at = self._engine.clock.time()
+        self._chain.started_at = self._engine.clock.time()
         await self.reconcile()
 
     def _watch(self) -> None:
@@ -140,6 +145,11 @@ class Series:
         if not self._watching:
             self._watching = True
             self._engine.on_event(self._on_event)
+            engine = self._engine
+            if engine._node is None:  # SQLite, in memory: successors commit with attempts
+                engine._dispatcher._queue.successors = Successors(
+                    engine._table, engine._scheduler, engine._commits, engine._events, engine.clock
+                )
 
     async def reconcile(self) -> None:
         """Materialise the next occurrence of each recurrence with none pending or running."""
@@ -265,25 +275,27 @@ class Series:
 
     # ------------------------------------------------------------------ the occurrences
     async def _run(self, firing: Firing) -> None:
-        """An occurrence's handler: keep the series going, then run the user's handler."""
+        """An occurrence's handler: its successor was committed with its attempt (else, on
+        PostgreSQL, it is committed here first); then it runs the user's handler."""
         found = occurrence_of(firing.key)
         user = user_handler(firing.handler)
         if found is None or user is None:
             return  # scheduled under the derived handler by hand: nothing to run as a series
         name, nominal = found
         self._watch()
-        record = await self._engine.lookup(rule_key(name))
-        if record is None or record.state is not TimerState.PENDING:
-            return  # the recurrence was cancelled: this occurrence is a leftover
-        fields: dict[str, Any] = record.payload
-        rule = decode_rule(fields)
-        if nominal < fields["first"] - _TICK or rule.next_after(nominal - _TICK) != nominal:
-            return  # an occurrence of a rule since replaced
-        now = self._engine.clock.time()
-        run, following = self._plan(rule, nominal, now, str(fields["catch_up"]))
-        await self._materialize(name, fields, following)
-        if not run:
+        plan = self._chain.planned(firing.key)
+        if plan is None:  # its attempt's commit chained nothing: look the rule up, go on here
+            record = await self._engine.lookup(rule_key(name))
+            if record is None or record.state is not TimerState.PENDING:
+                return  # the recurrence was cancelled: this occurrence is a leftover
+            now = self._engine.clock.time()
+            plan = self._chain.decide(name, nominal, record.version, record.payload, now)
+            if plan is None:
+                return  # an occurrence of a rule since replaced
+            await self._materialize(name, plan.fields, plan.following)
+        if not plan.run:
             return
+        fields = plan.fields
         done = asyncio.Event()
         mine = self._running.setdefault(name, {})
         earlier = [event for at, event in mine.items() if at < nominal]
@@ -298,17 +310,6 @@ class Series:
             del mine[nominal]
             if not mine:
                 del self._running[name]
-
-    def _plan(self, rule: Rule, nominal: float, now: float, catch_up: str) -> tuple[bool, float]:
-        """Whether this occurrence runs, and which nominal time to materialise next."""
-        if nominal >= self._started_at:
-            return True, rule.next_after(nominal)  # not missed: late only by the loop
-        missed, following = catch_up_plan(rule, nominal, now, catch_up)
-        if not missed:
-            return False, following  # skip
-        if missed[0] == nominal:
-            return True, missed[1] if len(missed) > 1 else following
-        return False, missed[0]  # another missed one fires instead (the latest, or the 1000)
 
     async def _call(self, user: str, firing: Firing) -> None:
         spec = self._engine._handlers.get(user)
