@@ -5,12 +5,17 @@ Built on the public timer calls alone (``schedule_many``, ``schedule``, ``cancel
 
 - ``schedule_recurring`` commits the recurrence's record (:mod:`.records`) and its first
   occurrence in one ``schedule_many`` commit, then cancels the old rule's pending occurrences;
-- each occurrence runs under a derived handler (``recurring:<handler>``) whose function first
-  commits the next occurrence (so it is committed before the user's handler starts), applies
-  ``catch_up`` to an occurrence missed while the engine was down, waits for a running
-  predecessor when ``overlap=False``, then calls the user's handler;
+- each occurrence runs under a derived handler (``recurring:<handler>``) whose spec carries a
+  successor (:class:`~wheel_engine.recurring.chain.Chain`): on SQLite and in memory the next
+  occurrence is committed **in the same commit as the occurrence's attempt**
+  (:mod:`wheel_engine.successors`), decided in memory from the record and its rule, with
+  ``catch_up`` applied to an occurrence missed while the engine was down; no crash falls
+  between the two. The handler then acts on that same plan: it waits for a running predecessor
+  when ``overlap=False`` and calls the user's handler (or skips it, by ``catch_up``). On
+  PostgreSQL the handler still commits the next occurrence first, in a commit of its own,
+  before the user's handler starts;
 - occurrence keys are deterministic and an occurrence is materialised only if its key is not
-  known yet, so a re-run after a crash (or a retry) never creates one twice;
+  known yet (in any state), so a re-run after a crash (or a retry) never creates one twice;
 - on open, :meth:`Series.reconcile` materialises the next occurrence of every recurrence of
   this engine's table that has none pending (its chain broke: a cancelled occurrence, a last
   attempt a crash interrupted).
