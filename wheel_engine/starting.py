@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from wheel_engine.commits import Commits
-    from wheel_engine.successors import Successors
+    from wheel_engine.successors import Planned, Successors
 
 INLINE_BATCH: Final = 1024  # plain handlers run per loop callback before yielding to other work
 
@@ -80,7 +80,7 @@ class StartQueue:
         #: recurring (#25): timers committed with their predecessor's attempt, while the engine
         #: has a recurrence (:mod:`wheel_engine.successors`); None: a group asks nothing more
         self.successors: Successors | None = None
-        self._chained: list[Timer] | None = None  # the last group's successors, not submitted
+        self._chained: Planned | None = None  # the last group's successors, not submitted
 
     def route(self, batch: list[Timer], now: float) -> int:
         """Due timers join the queue in (tick, version) order, uncharged; a limited handler's go

@@ -16,11 +16,14 @@ engine has a recurrence), each start group asks its timers' specs, and:
   starts) the timer enters the table and wheel by the scheduler's placing step, unless such a
   later schedule took the key meanwhile; a failed commit places nothing (the group is given
   back, and plans its successors again when it starts again);
+- on PostgreSQL it goes with the group's claim (``NodeSink.submit``): inserted, if its key is
+  absent, in the claim's transaction and only for a claimed predecessor, its version drawn by
+  the database; the node places the rows inserted (an occurrence is in its predecessor's
+  partition) before the group's handlers start;
 - in memory (the commits are done at once) it is placed as the group is taken.
 
-Guarantee: a successor is computed without I/O, from memory alone; not installed on PostgreSQL
-(there the occurrence handler commits its successor itself). A start group without it pays one
-attribute test (``StartQueue.take``); with it, a lookup of each timer's spec.
+Guarantee: a successor is computed without I/O, from memory alone. A start group without it
+pays one attribute test (``StartQueue.take``); with it, a lookup of each timer's spec.
 """
 
 from __future__ import annotations
@@ -28,21 +31,39 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from journal import Record, Schedule
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
+from wheel_engine.handlers import Successor
 from wheel_engine.payload import encode_payload
 from wheel_engine.scheduling import Scheduler
 from wheel_engine.timer import Timer
 from wheel_engine.timers import TimerTable
 
+if TYPE_CHECKING:
+    from journal.postgres import PostgresStore, SuccessorRow
+
 __all__ = ["Successors"]
 
 _ANY_SIZE = float("inf")  # a successor's payload was accepted once (by its recurrence)
+
+
+class NodeSink(Protocol):
+    """What a node's sink (:class:`wheel_engine.nodes.sink.NodeSink`) offers for successors."""
+
+    store: PostgresStore
+
+    def submit(
+        self, records: list[Record], successors: Sequence[SuccessorRow] = ()
+    ) -> asyncio.Future[Any]: ...
+
+
+#: A start group's planned successors: (the predecessor, its successor's schedule).
+Planned = list[tuple[Timer, Successor]]
 
 
 class Successors:
@@ -55,7 +76,9 @@ class Successors:
         commits: Commits,
         events: EventBus,
         clock: Clock,
+        node: NodeSink | None = None,
     ) -> None:
+        self._node = node  # PostgreSQL: the node's sink, which claims with successors
         self._table = table
         self._scheduler = scheduler
         self._commits = commits
@@ -63,14 +86,13 @@ class Successors:
         self._clock = clock
         self._planned: set[str] = set()  # successor keys whose commit is in flight
 
-    def plan(self, inline: list[Timer], pooled: list[Timer]) -> list[Timer] | None:
+    def plan(self, inline: list[Timer], pooled: list[Timer]) -> Planned | None:
         """The successors of a group just taken that are to be committed with its attempts
         (None if there are none). In memory they are placed at once, and None is returned."""
         handlers = self._table.handlers
         timers = self._table.timers
         planned = self._planned
-        scheduler = self._scheduler
-        made: list[Timer] | None = None
+        made: Planned | None = None
         for timer in itertools.chain(inline, pooled):
             successor = handlers[timer.handler].successor
             if successor is None:
@@ -78,33 +100,71 @@ class Successors:
             wanted = successor(timer)
             if wanted is None or wanted.key in timers or wanted.key in planned:
                 continue
-            version = scheduler.next_version
-            scheduler.next_version = version + 1
-            new = Timer(wanted.key, version, wanted.handler, wanted.due, wanted.payload)
-            new.trace = wanted.trace
             if made is None:
                 made = []
-            made.append(new)
-            planned.add(new.key)
+            made.append((timer, wanted))
+            planned.add(wanted.key)
         if made is not None and self._commits.instant:
-            self._place(made)
+            self._place(self._versioned(made))
             return None
         return made
 
-    def submit(self, records: list[Record], made: list[Timer] | None) -> asyncio.Future[Any]:
-        """Submit a group's attempt ``records`` with the ``Schedule`` records of its planned
-        successors ``made``, in one commit; they are placed once it is done."""
+    def submit(self, records: list[Record], made: Planned | None) -> asyncio.Future[Any]:
+        """Submit a group's attempt ``records`` with its planned successors ``made``, in one
+        commit (never raises, as ``Commits.submit``); they are placed once it is done."""
         if made is None:
             return self._commits.submit(records)
+        if self._node is not None:
+            return self._claim_with(self._node, records, made)
+        timers = self._versioned(made)
         now = self._clock.time()
-        for timer in made:
-            data = None if timer.payload is None else encode_payload(timer.payload, _ANY_SIZE)[0]
+        for timer in timers:
             records.append(
-                Schedule(timer.key, timer.version, timer.handler, timer.due, data, now, timer.trace)
-            )
+                Schedule(
+                    timer.key, timer.version, timer.handler, timer.due, _packed(timer.payload),
+                    now, timer.trace,
+                )
+            )  # fmt: skip
         committed = self._commits.submit(records)
         # added first: it runs before the dispatcher's callback starts the group's handlers
-        committed.add_done_callback(functools.partial(self._committed, made))
+        committed.add_done_callback(functools.partial(self._committed, timers))
+        return committed
+
+    def _versioned(self, made: Planned) -> list[Timer]:
+        """The planned successors as new timers, their versions drawn from the scheduler's
+        counter (the one every new version of any key comes from)."""
+        scheduler = self._scheduler
+        timers = []
+        for _, wanted in made:
+            version = scheduler.next_version
+            scheduler.next_version = version + 1
+            timer = Timer(wanted.key, version, wanted.handler, wanted.due, wanted.payload)
+            timer.trace = wanted.trace
+            timers.append(timer)
+        return timers
+
+    def _claim_with(
+        self, node: NodeSink, records: list[Record], made: Planned
+    ) -> asyncio.Future[Any]:
+        """PostgreSQL: the claim inserts them (``journal.postgres.firing.attempt``) and the
+        sink places the rows inserted; nothing is placed from here."""
+        from journal.postgres import SuccessorRow  # not imported by other engines
+
+        partition_of = node.store.partition_of
+        rows = [
+            SuccessorRow(
+                timer.key, s.key, partition_of(s.key), s.handler, s.due, _packed(s.payload),
+                s.trace,
+            )
+            for timer, s in made
+        ]  # fmt: skip
+        try:
+            committed = node.submit(records, rows)
+        except Exception as exc:  # closed: failed like any commit of a closed journal
+            committed = asyncio.get_running_loop().create_future()
+            committed.set_exception(exc)
+        keys = [s.key for _, s in made]
+        committed.add_done_callback(lambda _: self._planned.difference_update(keys))
         return committed
 
     def _committed(self, made: list[Timer], future: asyncio.Future[Any]) -> None:
@@ -131,3 +191,7 @@ class Successors:
             now = self._clock.time()
             for timer in placed:
                 events.scheduled(timer, now)
+
+
+def _packed(payload: Any) -> bytes | None:
+    return None if payload is None else encode_payload(payload, _ANY_SIZE)[0]

@@ -7,7 +7,11 @@ or None for an occurrence that is no longer one of a live rule (the recurrence c
 rule replaced since, or a timer scheduled under an occurrence handler by hand). It reads the
 recurrence's record from the engine's table and the rule decoded from it, kept by record
 version, so no I/O and no parse of a cron expression per occurrence; a rule replaced since
-has a new version and is decoded again.
+has a new version and is decoded again. On PostgreSQL a record (due in 9999) is beyond the
+loaded horizon, so the rule is the one last read (by a handler's lookup, or scheduled here):
+the occurrence's handler reads the record again and, if its version moved on or it is gone,
+acts on the live rule and :meth:`Chain.forget` drops the one kept (so a cancelled recurrence
+leaves at most one leftover occurrence, which then runs nothing).
 
 The decision (``catch_up``, whether this occurrence runs at all) is kept for the occurrence's
 handler (:meth:`Chain.planned`), so that the handler acts on the very plan whose successor was
@@ -35,6 +39,7 @@ class Plan(NamedTuple):
     skipped by ``catch_up``), and the nominal time of the occurrence that follows it."""
 
     name: str
+    version: int  #: the record's version the plan was made under
     fields: dict[str, Any]
     run: bool
     following: float
@@ -43,8 +48,9 @@ class Plan(NamedTuple):
 class Chain:
     """The successors of one engine's occurrences; see the module docstring."""
 
-    def __init__(self, timers: dict[str, Timer], clock: Clock) -> None:
-        self._timers = timers  # the engine's table: the records are there
+    def __init__(self, timers: dict[str, Timer], clock: Clock, whole: bool) -> None:
+        self._timers = timers  # the engine's table: the records are there (if ``whole``)
+        self._whole = whole  # the table holds every record (SQLite, memory; not PostgreSQL)
         self._clock = clock
         self.started_at = float("inf")  #: occurrences due before it were missed: downtime
         self._rules: dict[str, tuple[int, dict[str, Any], Rule]] = {}  # name -> by version
@@ -73,33 +79,48 @@ class Chain:
         or None if its attempt's commit made none (on PostgreSQL, or no live rule)."""
         return self._plans.pop(key, None)
 
+    def forget(self, name: str) -> None:
+        """The rule kept for ``name`` is stale (its record is cancelled or gone)."""
+        self._rules.pop(name, None)
+
     def _plan_of(self, name: str, nominal: float, now: float) -> Plan | None:
         record = self._timers.get(rule_key(name))
-        if record is None or record.state is not TimerState.PENDING:
-            self._rules.pop(name, None)
-            return None  # the recurrence was cancelled: this occurrence is a leftover
         held = self._rules.get(name)
-        if held is None or held[0] != record.version:
-            return self.decide(name, nominal, record.version, record.info().payload, now)
-        return self._decided(name, nominal, held[1], held[2], now)
+        if record is not None and record.state is TimerState.PENDING:
+            if held is None or held[0] != record.version:
+                return self.decide(name, nominal, record.version, record.info().payload, now)
+        elif record is not None or self._whole:
+            self.forget(name)
+            return None  # the recurrence was cancelled: this occurrence is a leftover
+        elif held is None:
+            return None  # PostgreSQL, no rule read yet: its handler looks it up
+        return self._decided(name, nominal, held, now)
 
     def decide(
         self, name: str, nominal: float, version: int, fields: dict[str, Any], now: float
     ) -> Plan | None:
         """The plan of ``name``'s occurrence due at ``nominal`` under the record ``fields`` at
         ``version`` (its rule decoded once per version), or None if it is not one of that rule."""
+        return self._decided(name, nominal, self.keep(name, version, fields), now)
+
+    def keep(
+        self, name: str, version: int, fields: dict[str, Any]
+    ) -> tuple[int, dict[str, Any], Rule]:
+        """Keep ``name``'s record ``fields`` at ``version`` (just read or scheduled), its rule
+        decoded unless that version's is kept already."""
         held = self._rules.get(name)
         if held is None or held[0] != version:
             held = self._rules[name] = (version, fields, decode_rule(fields))
-        return self._decided(name, nominal, held[1], held[2], now)
+        return held
 
     def _decided(
-        self, name: str, nominal: float, fields: dict[str, Any], rule: Rule, now: float
+        self, name: str, nominal: float, held: tuple[int, dict[str, Any], Rule], now: float
     ) -> Plan | None:
+        version, fields, rule = held
         if nominal < fields["first"] - _TICK or rule.next_after(nominal - _TICK) != nominal:
             return None  # an occurrence of a rule since replaced
         run, following = self.plan(rule, nominal, now, str(fields["catch_up"]))
-        return Plan(name, fields, run, following)
+        return Plan(name, version, fields, run, following)
 
     def plan(self, rule: Rule, nominal: float, now: float, catch_up: str) -> tuple[bool, float]:
         """Whether this occurrence runs, and which nominal time to materialise next."""

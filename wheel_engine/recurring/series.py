@@ -107,7 +107,8 @@ class Series:
         self._running: dict[str, dict[float, asyncio.Event]] = {}  # name -> nominal -> done
         self._ours: set[str] = set()  # occurrence keys this object is cancelling itself
         self._tasks: set[asyncio.Task[None]] = set()
-        self._chain = Chain(engine._table.timers, engine.clock)  # each occurrence's successor
+        whole = engine._node is None  # the table holds every record: not on PostgreSQL
+        self._chain = Chain(engine._table.timers, engine.clock, whole)  # occurrences' successors
         self._watching = False
         self.traced = False  #: set while the engine traces (wheel_engine.tracing, #29)
 
@@ -150,11 +151,10 @@ class Series:
         if not self._watching:
             self._watching = True
             self._engine.on_event(self._on_event)
-            engine = self._engine
-            if engine._node is None:  # SQLite, in memory: successors commit with attempts
-                engine._dispatcher._queue.successors = Successors(
-                    engine._table, engine._scheduler, engine._commits, engine._events, engine.clock
-                )
+            engine = self._engine  # each successor commits with its predecessor's attempt:
+            node = engine._commits.journal if engine._node is not None else None
+            parts = (engine._table, engine._scheduler, engine._commits, engine._events)
+            engine._dispatcher._queue.successors = Successors(*parts, engine.clock, node)
 
     async def reconcile(self) -> None:
         """Materialise the next occurrence of each recurrence with none pending or running."""
@@ -228,6 +228,7 @@ class Series:
                      "payload": payload, "on_conflict": "keep" if running else "replace"},
                 ]
             )  # fmt: skip
+        self._chain.keep(checked, infos[0].version, fields)  # its first occurrence's successor
         for stale in old_pending:
             if stale.key != key:
                 await self._cancel_occurrence(stale)
@@ -289,15 +290,17 @@ class Series:
         name, nominal = found
         self._watch()
         plan = self._chain.planned(firing.key)
-        if plan is None:  # its attempt's commit chained nothing: look the rule up, go on here
+        if plan is None or self._engine._node is not None:  # PostgreSQL: its rule may be stale
             record = await self._engine.lookup(rule_key(name))
             if record is None or record.state is not TimerState.PENDING:
+                self._chain.forget(name)
                 return  # the recurrence was cancelled: this occurrence is a leftover
-            now = self._engine.clock.time()
-            plan = self._chain.decide(name, nominal, record.version, record.payload, now)
-            if plan is None:
-                return  # an occurrence of a rule since replaced
-            await self._materialize(name, plan.fields, plan.following)
+            if plan is None or plan.version != record.version:  # none chained: go on here
+                now = self._engine.clock.time()
+                plan = self._chain.decide(name, nominal, record.version, record.payload, now)
+                if plan is None:
+                    return  # an occurrence of a rule since replaced
+                await self._materialize(name, plan.fields, plan.following)
         if not plan.run:
             return
         fields = plan.fields
