@@ -12,8 +12,9 @@ Built on the public timer calls alone (``schedule_many``, ``schedule``, ``cancel
   ``catch_up`` applied to an occurrence missed while the engine was down; no crash falls
   between the two. The handler then acts on that same plan: it waits for a running predecessor
   when ``overlap=False`` and calls the user's handler (or skips it, by ``catch_up``). On
-  PostgreSQL the handler still commits the next occurrence first, in a commit of its own,
-  before the user's handler starts;
+  PostgreSQL the claim's transaction inserts it, once the node holds the rule (kept when
+  scheduled here, or read by a handler); the first occurrence a node runs without it (after a
+  takeover) commits its successor from its handler, first, in a commit of its own;
 - occurrence keys are deterministic and an occurrence is materialised only if its key is not
   known yet (in any state), so a re-run after a crash (or a retry) never creates one twice;
 - on open, :meth:`Series.reconcile` materialises the next occurrence of every recurrence of
