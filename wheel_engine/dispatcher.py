@@ -159,7 +159,7 @@ class Dispatcher:
             self._run_group(inline, pooled)
             return
         self._attempt_commits += 1
-        committed = self._commits.submit(self._queue.attempt_records(inline, pooled))
+        committed = self._queue.submit_attempts(self._commits, inline, pooled)
         committed.add_done_callback(lambda future: self._attempts_committed(future, inline, pooled))
 
     def _inline_now(self) -> bool:

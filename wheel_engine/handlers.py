@@ -9,14 +9,33 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, NamedTuple, Unpack
 
 from wheel_engine.diagnostics import ErrorDescriber
 from wheel_engine.limit_options import HandlerLimits, LimitOptions, check_limits
 from wheel_engine.model import Firing
 from wheel_engine.retry import RetryPolicy
 
+if TYPE_CHECKING:
+    from wheel_engine.timer import Timer
+
 HandlerFn = Callable[[Firing], Awaitable[Any]] | Callable[[Firing], Any]
+
+
+class Successor(NamedTuple):
+    """A timer that must exist from its predecessor's attempt on: it is committed with that
+    attempt, unless its key is known already (:mod:`wheel_engine.successors`)."""
+
+    key: str
+    handler: str
+    due: float
+    payload: Any  #: the decoded value (msgpack-plain: a payload that was accepted once)
+    trace: str | None  #: the trace context it is scheduled in (tracing, #29), or None
+
+
+#: Given the timer whose attempt is being committed, its successor or None; in memory only,
+#: no I/O (it runs inside the start of a group of attempts).
+SuccessorFn = Callable[["Timer"], Successor | None]
 
 
 class HandlerOptions(LimitOptions, total=False):
@@ -42,6 +61,9 @@ class HandlerSpec:
     describe_error: ErrorDescriber | None = None  #: what to keep of an exception (last_error)
     #: its flow control (``concurrency``, ``rate``): None when only ``max_concurrency`` applies
     limits: HandlerLimits | None = None
+    #: recurring's occurrence handlers only (#25): the next occurrence, committed with the
+    #: attempt (:mod:`wheel_engine.successors`); None for every registered handler
+    successor: SuccessorFn | None = None
 
 
 def make_spec(

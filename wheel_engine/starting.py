@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from journal import Attempt, Record
 from wheel_engine.clock import Clock
@@ -35,6 +35,12 @@ from wheel_engine.storage import Claims
 from wheel_engine.timer import INTERRUPT_CRASH, QUEUED, Timer
 from wheel_engine.timers import RUNNING, TimerTable
 
+if TYPE_CHECKING:
+    import asyncio
+
+    from wheel_engine.commits import Commits
+    from wheel_engine.successors import Planned, Successors
+
 INLINE_BATCH: Final = 1024  # plain handlers run per loop callback before yielding to other work
 
 _new_tuple: Final = tuple.__new__
@@ -44,7 +50,17 @@ class StartQueue:
     """Due timers waiting to start, in order, and the groups taken from them; see the module
     docstring. ``ready`` is the queue itself (a limited handler's gate appends to it too)."""
 
-    __slots__ = ("_clock", "_handlers", "_limits", "_outcomes", "_table", "alone", "ready")
+    __slots__ = (
+        "_chained",
+        "_clock",
+        "_handlers",
+        "_limits",
+        "_outcomes",
+        "_table",
+        "alone",
+        "ready",
+        "successors",
+    )
 
     def __init__(
         self,
@@ -61,6 +77,10 @@ class StartQueue:
         self._outcomes = outcomes
         self._clock = clock
         self._limits = limits
+        #: recurring (#25): timers committed with their predecessor's attempt, while the engine
+        #: has a recurrence (:mod:`wheel_engine.successors`); None: a group asks nothing more
+        self.successors: Successors | None = None
+        self._chained: Planned | None = None  # the last group's successors, not submitted
 
     def route(self, batch: list[Timer], now: float) -> int:
         """Due timers join the queue in (tick, version) order, uncharged; a limited handler's go
@@ -149,6 +169,8 @@ class StartQueue:
             if pooled and not free:
                 break  # none after a worker's may start inline: the group is full
         self._table.queued -= len(inline) + len(pooled)
+        if self.successors is not None:  # the one test a group pays for successors
+            self._chained = self.successors.plan(inline, pooled)
         return inline, pooled
 
     def attempt_records(self, inline: list[Timer], pooled: list[Timer]) -> list[Record]:
@@ -159,6 +181,19 @@ class StartQueue:
             new(Attempt, (timer.key, timer.version, timer.attempts, now))
             for timer in itertools.chain(inline, pooled)
         ]
+
+    def submit_attempts(
+        self, commits: Commits, inline: list[Timer], pooled: list[Timer]
+    ) -> asyncio.Future[Any]:
+        """Submit the group's one commit: its ``Attempt`` records, with the successors planned
+        when it was taken (:mod:`wheel_engine.successors`). Never raises (``Commits.submit``)."""
+        records = self.attempt_records(inline, pooled)
+        chained = self._chained
+        if chained is None:
+            return commits.submit(records)
+        self._chained = None
+        assert self.successors is not None
+        return self.successors.submit(records, chained)
 
     def claimed(
         self, claims: Claims, inline: list[Timer], pooled: list[Timer]

@@ -8,7 +8,7 @@ this package, so the SQLite journal works without it.
 
 from journal.postgres.client import PostgresClient
 from journal.postgres.errors import LiveKeyConflict, StoreUnavailable
-from journal.postgres.firing import AttemptResult, Claimed, Outcome
+from journal.postgres.firing import AttemptResult, Claimed, Outcome, SuccessorRow
 from journal.postgres.leases import DEFAULT_LEASE, Lease, LeaseChange, Leases
 from journal.postgres.loader import DEFAULT_HORIZON, Horizon
 from journal.postgres.partitioning import partition_of
@@ -37,6 +37,7 @@ __all__ = [
     "Scheduled",
     "StoreUnavailable",
     "StoredTimer",
+    "SuccessorRow",
     "Summary",
     "TimerUpsert",
     "default_node",

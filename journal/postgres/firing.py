@@ -11,6 +11,10 @@ The partition rows are read ``FOR SHARE``: a takeover (which locks them ``FOR UP
 waits for this statement, and then finds its RUNNING rows and returns them to PENDING, or goes
 first, and then this statement sees the new epoch and claims nothing. So two nodes never both
 claim one version under valid leases. It commits before any handler starts (autocommit).
+A claim may carry **successors** (:class:`SuccessorRow`, recurring's next occurrences, #25):
+then the claim and, for each claimed predecessor, ``INSERT ... ON CONFLICT (key) DO NOTHING``
+of its successor run in one transaction (the partitions still held ``FOR SHARE``), so the two
+are committed together or not at all, and a key that exists in any state is left as it is.
 
 :func:`finish` records outcomes (SUCCEEDED, CANCELED, DEAD, or PENDING again for a retry),
 each only if the row is still that version, RUNNING, and was claimed at that epoch: a node
@@ -24,7 +28,7 @@ from typing import Any, Final, NamedTuple
 
 from psycopg import AsyncConnection
 
-from journal.postgres.rows import COLUMNS, StoredTimer, arrays, stored
+from journal.postgres.rows import COLUMNS, INSERT_PENDING, StoredTimer, arrays, stored
 from journal.postgres.schema import DB_NOW
 from journal.postgres.states import (
     DEAD_CODE,
@@ -39,6 +43,7 @@ __all__ = [
     "AttemptResult",
     "Claimed",
     "Outcome",
+    "SuccessorRow",
     "attempt",
     "finish",
     "give_up",
@@ -79,6 +84,7 @@ _ATTEMPT: Final = (
     " FROM mine m JOIN wheel_timers t ON t.key = m.key AND t.version = m.version"
     f" WHERE t.state = {PENDING_CODE} AND t.due > {DB_NOW}"
 )
+_INSERT_ABSENT: Final = f"{INSERT_PENDING} ON CONFLICT (key) DO NOTHING RETURNING {COLUMNS}"
 _FINISH: Final = (
     "UPDATE wheel_timers t SET state = o.state, due = coalesce(o.due, t.due),"
     " last_error = coalesce(o.error, t.last_error), cancel_requested = false,"
@@ -151,6 +157,21 @@ class AttemptResult(NamedTuple):
     early: list[tuple[str, float]]
     #: The database's clock when the statement ran (None when nothing was asked of it).
     db_now: float | None
+    #: The successors inserted with the claimed attempts (keys that existed are not here).
+    chained: tuple[StoredTimer, ...] = ()
+
+
+class SuccessorRow(NamedTuple):
+    """A timer to insert, if its key is absent, in the transaction that claims
+    ``predecessor`` (only if it claims it): the next occurrence of a recurrence."""
+
+    predecessor: str
+    key: str
+    partition: int  #: ``partition_of(key, partitions)``: the predecessor's, for an occurrence
+    handler: str
+    due: float
+    payload: bytes | None  #: msgpack bytes
+    trace: str | None = None
 
 
 class Outcome(NamedTuple):
@@ -171,10 +192,32 @@ async def attempt(
     conn: AsyncConnection[Any],
     node: str,
     requests: Sequence[tuple[str, int, int, int]],
+    successors: Sequence[SuccessorRow] = (),
 ) -> AttemptResult:
-    """Claim ``(key, version, partition, epoch)`` requests in one statement (see module doc)."""
+    """Claim ``(key, version, partition, epoch)`` requests in one statement (see module doc);
+    with ``successors``, in one transaction with the insert of the claimed ones' successors."""
     if not requests:
         return AttemptResult([], [], None)
+    if not successors:
+        return await _attempt(conn, node, requests)
+    async with conn.transaction():
+        result = await _attempt(conn, node, requests)
+        claimed = {c.key for c in result.claimed}
+        wanted = [s for s in successors if s.predecessor in claimed]
+        if not wanted:
+            return result
+        rows = [(s.key, s.partition, s.handler, s.due, s.payload, s.trace) for s in wanted]
+        names = ("keys", "parts", "handlers", "dues", "payloads", "traces")
+        cur = await conn.execute(_INSERT_ABSENT, arrays(rows, names))
+        inserted = tuple(stored(row) for row in await cur.fetchall())
+    return result._replace(chained=inserted)
+
+
+async def _attempt(
+    conn: AsyncConnection[Any],
+    node: str,
+    requests: Sequence[tuple[str, int, int, int]],
+) -> AttemptResult:
     params = arrays(requests, ("keys", "versions", "parts", "epochs"), node=node)
     cur = await conn.execute(_ATTEMPT, params)
     claimed: list[Claimed] = []

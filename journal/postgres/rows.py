@@ -1,7 +1,8 @@
 """A timer's row as the PostgreSQL journal stores it, and its conversion to a ``TimerRow``.
 
 The loader, the change feed and ``lookup`` all select :data:`COLUMNS` and build a
-:class:`StoredTimer` from the result, so there is one row shape to keep in step with the schema.
+:class:`StoredTimer` from the result, so there is one row shape to keep in step with the schema;
+every new row is written by :data:`INSERT_PENDING` (a schedule's, a claim's successor's).
 """
 
 from __future__ import annotations
@@ -9,15 +10,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
+from journal.postgres.states import PENDING_CODE
 from journal.state import STATES, TimerRow, TimerState
 
-__all__ = ["COLUMNS", "StoredTimer", "arrays", "stored"]
+__all__ = ["COLUMNS", "INSERT_PENDING", "StoredTimer", "arrays", "stored"]
 
 #: The columns every reader selects, in :class:`StoredTimer` field order (prefix ``t.``).
 COLUMNS: Final = (
     "t.key, t.version, t.handler, t.due, t.payload, t.state, t.attempts, t.last_error,"
     " t.first_attempt_at, t.updated_at, t.partition, t.run_epoch, t.cancel_requested,"
     " t.change_seq, t.trace"
+)
+
+#: New PENDING rows, a fresh version each, from arrays ``keys``, ``parts``, ``handlers``,
+#: ``dues``, ``payloads``, ``traces``; the caller's ``ON CONFLICT`` clause follows.
+INSERT_PENDING: Final = (
+    "INSERT INTO wheel_timers AS t"
+    " (key, partition, version, handler, due, payload, trace, state)"
+    " SELECT r.key, r.partition, nextval('wheel_version_seq'), r.handler, r.due, r.payload,"
+    f" r.trace, {PENDING_CODE}"
+    " FROM unnest(%(keys)s::text[], %(parts)s::int[], %(handlers)s::text[],"
+    "   %(dues)s::float8[], %(payloads)s::bytea[], %(traces)s::text[])"
+    "   AS r(key, partition, handler, due, payload, trace)"
 )
 
 

@@ -37,7 +37,7 @@ from journal.errors import JournalError
 from journal.postgres import firing, limiting, pruning, reads, writes
 from journal.postgres.errors import translated
 from journal.postgres.feed import ChangeFeed, Listener
-from journal.postgres.firing import AttemptResult, Outcome
+from journal.postgres.firing import AttemptResult, Outcome, SuccessorRow
 from journal.postgres.in_transaction import Identity, InTransaction, read_identity
 from journal.postgres.leases import DEFAULT_LEASE, LeaseChange, Leases
 from journal.postgres.limiting import ClusterLimits, LimitedClaim
@@ -202,11 +202,16 @@ class PostgresStore(Requests):
         partitions this node cannot use now are not sent: they are lost to it."""
         return await self.claim([r for r in (self._fenced(k, v) for k, v in timers) if r])
 
-    async def claim(self, requests: Sequence[tuple[str, int, int, int]]) -> AttemptResult:
+    async def claim(
+        self,
+        requests: Sequence[tuple[str, int, int, int]],
+        successors: Sequence[SuccessorRow] = (),
+    ) -> AttemptResult:
         """:meth:`attempt` of ``(key, version, partition, epoch)`` fenced by the caller (at the
-        instant it decided to fire them: see ``wheel_engine.nodes.sink``)."""
+        instant it decided to fire them: see ``wheel_engine.nodes.sink``), with the claimed
+        ones' ``successors`` inserted if absent in its transaction (``firing.attempt``)."""
         async with self._connection("committing attempts") as conn:
-            return await firing.attempt(conn, self.node, requests)
+            return await firing.attempt(conn, self.node, requests, successors)
 
     async def claim_limited(
         self,

@@ -22,7 +22,7 @@ from psycopg import AsyncConnection, Connection
 
 from journal.postgres.errors import LiveKeyConflict
 from journal.postgres.partitioning import partition_of
-from journal.postgres.rows import COLUMNS, StoredTimer, arrays, stored
+from journal.postgres.rows import COLUMNS, INSERT_PENDING, StoredTimer, arrays, stored
 from journal.postgres.schema import DB_NOW, NOTIFY_CHANNEL
 from journal.postgres.states import CANCELED_CODE, DEAD_CODE, LIVE_CODES, PENDING_CODE, RUNNING_CODE
 
@@ -49,13 +49,7 @@ _LIVE: Final = (PENDING_CODE, RUNNING_CODE)
 _CANCEL_TRIES: Final = 3
 
 _UPSERT: Final = (
-    "INSERT INTO wheel_timers AS t"
-    " (key, partition, version, handler, due, payload, trace, state)"
-    " SELECT r.key, r.partition, nextval('wheel_version_seq'), r.handler, r.due, r.payload,"
-    f" r.trace, {PENDING_CODE}"
-    " FROM unnest(%(keys)s::text[], %(parts)s::int[], %(handlers)s::text[],"
-    "   %(dues)s::float8[], %(payloads)s::bytea[], %(traces)s::text[])"
-    "   AS r(key, partition, handler, due, payload, trace)"
+    f"{INSERT_PENDING}"
     " ON CONFLICT (key) DO UPDATE SET version = nextval('wheel_version_seq'),"
     "  handler = EXCLUDED.handler, due = EXCLUDED.due, payload = EXCLUDED.payload,"
     "  trace = EXCLUDED.trace,"

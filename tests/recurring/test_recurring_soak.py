@@ -18,8 +18,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from journal_view import attempted, records_of, scheduled
 
-from wheel_engine.recurring.rule import occurrence_of
+from wheel_engine.recurring.rule import occurrence_key, occurrence_of
 
 pytestmark = pytest.mark.slow
 
@@ -47,3 +48,25 @@ def test_every_occurrence_fires_across_sigkills(tmp_path: Path) -> None:
     duplicates = sum(n - 1 for n in counts.values())
     assert duplicates <= kills
     print(f"soak: {kills} kills, {expected} occurrences, {len(fired)} runs, {duplicates} twice")
+
+
+def test_a_sigkill_right_after_an_attempt_commit_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    """Killed right after the commit of the first occurrence's attempt, before its handler
+    started: the journal holds the next occurrence with that attempt; after a restart the
+    series goes on, every occurrence fired once, none created twice."""
+    journal, log = tmp_path / "j.db", tmp_path / "fired.log"
+    env = {**os.environ, "SOAK_KILL_AFTER_ATTEMPT": "1"}
+    killed = subprocess.run([sys.executable, str(WORKER), str(journal), str(log)], env=env)
+    assert killed.returncode == -signal.SIGKILL
+    assert not log.exists() or not log.read_text()  # its handler never started
+    records = records_of(journal)
+    (first,) = attempted(records)
+    name, nominal = occurrence_of(first)  # type: ignore[misc]
+    assert occurrence_key(name, nominal + STEP) in scheduled(records)  # committed with it
+    subprocess.run([sys.executable, str(WORKER), str(journal), str(log), "1.5"], check=True)
+    fired = [line.split() for line in log.read_text().splitlines()]
+    counts = Counter(key for key, _, _ in fired)
+    assert first in counts and set(counts.values()) == {1}, counts  # ran after, once
+    nominals = sorted(occurrence_of(key)[1] for key in counts)  # type: ignore[index]
+    assert len(nominals) == round((nominals[-1] - nominals[0]) / STEP) + 1 >= 5
+    assert set(scheduled(records_of(journal)).values()) == {1}  # none created twice

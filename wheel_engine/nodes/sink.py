@@ -19,7 +19,7 @@ at once):
   lease is near its end) tries again a moment later; one that claimed nothing else leaves the
   table and, if its partition is still held here, is read again
   (:mod:`wheel_engine.nodes.rereading`): its statement may have run after the lease had lapsed
-  in the database, with the row still PENDING;
+  in the database, with the row still PENDING; its ``successors`` (#25) commit with it;
 - outcomes go through the :class:`~wheel_engine.nodes.outbox.Outbox` (batched, retried).
 
 An attempt whose statement failed (the database unreachable) is given back with ``unclaim``
@@ -35,12 +35,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any, Final
 
 from journal import Attempt, Record
 from journal.errors import JournalError
-from journal.postgres import AttemptResult, PostgresStore
+from journal.postgres import AttemptResult, PostgresStore, SuccessorRow
 from journal.postgres.limiting import LimitedClaim
 from wheel_engine.nodes.adopting import Adopter
 from wheel_engine.nodes.limited import ClusterLimiter
@@ -220,12 +220,14 @@ class NodeSink:
     def tail_records(self) -> int:
         return 0  # no log to compact: owners prune finished rows instead (``compact``)
 
-    def submit(self, records: list[Record]) -> asyncio.Future[Any]:
+    def submit(
+        self, records: list[Record], successors: Sequence[SuccessorRow] = ()
+    ) -> asyncio.Future[Any]:
         if self._closed or self.store.closed:
             raise JournalError(f"PostgreSQL journal is closed: {self.store.where}")
         first = records[0] if records else None
         if isinstance(first, Attempt):
-            return self._spawn(self._attempt(self._requests(records)))
+            return self._spawn(self._attempt(self._requests(records), successors))
         waiter, start = self.outbox.queue(records)
         if start:
             self._spawn(self.outbox.write())
@@ -274,12 +276,14 @@ class NodeSink:
                 self.claiming[record.key] += 1
         return requests
 
-    async def _attempt(self, requests: list[tuple[str, int, int, int] | str]) -> NodeClaims:
+    async def _attempt(
+        self, requests: list[tuple[str, int, int, int] | str], successors: Sequence[SuccessorRow]
+    ) -> NodeClaims:
         unsent = {r for r in requests if isinstance(r, str)}
         sent = [r for r in requests if not isinstance(r, str)]
         keys = [key for key, *_ in sent]
         try:
-            result, refused = await self._claim(sent)
+            result, refused = await self._claim(sent, successors)
         except JournalError:
             # Its commit may have happened: give back whatever it claimed, then fail the group
             # (the starter tries again in a moment). If this fails too, the rows stay RUNNING
@@ -295,18 +299,22 @@ class NodeSink:
         except BaseException:
             self._settle_all(keys)
             raise
+        self.adopter.rows(result.chained)  # in its name's partition: this node's, like its own
         return NodeClaims(self, result, unsent, keys, refused)
 
-    async def _claim(self, sent: list[tuple[str, int, int, int]]) -> tuple[AttemptResult, set[str]]:
+    async def _claim(
+        self, sent: list[tuple[str, int, int, int]], successors: Sequence[SuccessorRow]
+    ) -> tuple[AttemptResult, set[str]]:
         """One claim statement for the plain handlers' requests and one per cluster-limited
         handler's (:mod:`.limited`), all sent at once, all answered before any error is raised
         (so the give-back after a failure comes after every commit); their answers merged, and
         the keys the limits refused."""
         plain, limited = self.limiter.split(sent)
         if not limited:
-            return await self.store.claim(plain), set()
+            return await self.store.claim(plain, successors), set()
         calls = [self.limiter.claim(handler, group) for handler, group in limited.items()]
-        replies = await asyncio.gather(self.store.claim(plain), *calls, return_exceptions=True)
+        plain_call = self.store.claim(plain, successors)
+        replies = await asyncio.gather(plain_call, *calls, return_exceptions=True)
         for reply in replies:
             if isinstance(reply, BaseException):
                 raise reply
@@ -320,7 +328,7 @@ class NodeSink:
             early += other.result.early
             db_now = db_now or other.result.db_now
             refused.update(other.refused)
-        return AttemptResult(claimed, early, db_now), refused
+        return AttemptResult(claimed, early, db_now, first.chained), refused
 
     def _settle_all(self, keys: list[str]) -> None:
         for key in keys:

@@ -5,12 +5,18 @@ Built on the public timer calls alone (``schedule_many``, ``schedule``, ``cancel
 
 - ``schedule_recurring`` commits the recurrence's record (:mod:`.records`) and its first
   occurrence in one ``schedule_many`` commit, then cancels the old rule's pending occurrences;
-- each occurrence runs under a derived handler (``recurring:<handler>``) whose function first
-  commits the next occurrence (so it is committed before the user's handler starts), applies
-  ``catch_up`` to an occurrence missed while the engine was down, waits for a running
-  predecessor when ``overlap=False``, then calls the user's handler;
+- each occurrence runs under a derived handler (``recurring:<handler>``) whose spec carries a
+  successor (:class:`~wheel_engine.recurring.chain.Chain`): on SQLite and in memory the next
+  occurrence is committed **in the same commit as the occurrence's attempt**
+  (:mod:`wheel_engine.successors`), decided in memory from the record and its rule, with
+  ``catch_up`` applied to an occurrence missed while the engine was down; no crash falls
+  between the two. The handler then acts on that same plan: it waits for a running predecessor
+  when ``overlap=False`` and calls the user's handler (or skips it, by ``catch_up``). On
+  PostgreSQL the claim's transaction inserts it, once the node holds the rule (kept when
+  scheduled here, or read by a handler); the first occurrence a node runs without it (after a
+  takeover) commits its successor from its handler, first, in a commit of its own;
 - occurrence keys are deterministic and an occurrence is materialised only if its key is not
-  known yet, so a re-run after a crash (or a retry) never creates one twice;
+  known yet (in any state), so a re-run after a crash (or a retry) never creates one twice;
 - on open, :meth:`Series.reconcile` materialises the next occurrence of every recurrence of
   this engine's table that has none pending (its chain broke: a cancelled occurrence, a last
   attempt a crash interrupted).
@@ -37,6 +43,7 @@ from wheel_engine.errors import UnknownHandler
 from wheel_engine.events import Event, EventBus, EventKind
 from wheel_engine.handlers import HandlerSpec, make_spec
 from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
+from wheel_engine.recurring.chain import Chain
 from wheel_engine.recurring.records import (
     DORMANT_DUE,
     RULE_HANDLER,
@@ -50,14 +57,13 @@ from wheel_engine.recurring.records import (
 )
 from wheel_engine.recurring.rule import (
     CATCH_UP,
-    Rule,
-    catch_up_plan,
     check_recurrence_name,
     first_due,
     occurrence_key,
     occurrence_of,
     parse_rule,
 )
+from wheel_engine.successors import Successors
 from wheel_engine.tracing import current_context, scheduling_in
 
 __all__ = ["Series"]
@@ -75,6 +81,10 @@ class EngineLike(Protocol):
     _handlers: dict[str, HandlerSpec]
     _events: EventBus
     _table: Any
+    _node: Any  # None but on PostgreSQL
+    _dispatcher: Any
+    _scheduler: Any
+    _commits: Any
     clock: Any
     default_retry: Any
 
@@ -98,7 +108,8 @@ class Series:
         self._running: dict[str, dict[float, asyncio.Event]] = {}  # name -> nominal -> done
         self._ours: set[str] = set()  # occurrence keys this object is cancelling itself
         self._tasks: set[asyncio.Task[None]] = set()
-        self._started_at = float("inf")  # occurrences due before it were missed: downtime
+        whole = engine._node is None  # the table holds every record: not on PostgreSQL
+        self._chain = Chain(engine._table.timers, engine.clock, whole)  # occurrences' successors
         self._watching = False
         self.traced = False  #: set while the engine traces (wheel_engine.tracing, #29)
 
@@ -124,6 +135,7 @@ class Series:
             False,
             False,
             spec.describe_error,
+            successor=self._chain.successor,
         )
         self._engine._handlers[derived.name] = derived
         return bool(self._engine._table.unpark(derived.name))
@@ -131,7 +143,7 @@ class Series:
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
         """Note when downtime ended and reconcile the recurrences this engine holds."""
-        self._started_at = self._engine.clock.time()
+        self._chain.started_at = self._engine.clock.time()
         await self.reconcile()
 
     def _watch(self) -> None:
@@ -140,6 +152,10 @@ class Series:
         if not self._watching:
             self._watching = True
             self._engine.on_event(self._on_event)
+            engine = self._engine  # each successor commits with its predecessor's attempt:
+            node = engine._commits.journal if engine._node is not None else None
+            parts = (engine._table, engine._scheduler, engine._commits, engine._events)
+            engine._dispatcher._queue.successors = Successors(*parts, engine.clock, node)
 
     async def reconcile(self) -> None:
         """Materialise the next occurrence of each recurrence with none pending or running."""
@@ -213,6 +229,7 @@ class Series:
                      "payload": payload, "on_conflict": "keep" if running else "replace"},
                 ]
             )  # fmt: skip
+        self._chain.keep(checked, infos[0].version, fields)  # its first occurrence's successor
         for stale in old_pending:
             if stale.key != key:
                 await self._cancel_occurrence(stale)
@@ -265,25 +282,29 @@ class Series:
 
     # ------------------------------------------------------------------ the occurrences
     async def _run(self, firing: Firing) -> None:
-        """An occurrence's handler: keep the series going, then run the user's handler."""
+        """An occurrence's handler: its successor was committed with its attempt (else, on
+        PostgreSQL, it is committed here first); then it runs the user's handler."""
         found = occurrence_of(firing.key)
         user = user_handler(firing.handler)
         if found is None or user is None:
             return  # scheduled under the derived handler by hand: nothing to run as a series
         name, nominal = found
         self._watch()
-        record = await self._engine.lookup(rule_key(name))
-        if record is None or record.state is not TimerState.PENDING:
-            return  # the recurrence was cancelled: this occurrence is a leftover
-        fields: dict[str, Any] = record.payload
-        rule = decode_rule(fields)
-        if nominal < fields["first"] - _TICK or rule.next_after(nominal - _TICK) != nominal:
-            return  # an occurrence of a rule since replaced
-        now = self._engine.clock.time()
-        run, following = self._plan(rule, nominal, now, str(fields["catch_up"]))
-        await self._materialize(name, fields, following)
-        if not run:
+        plan = self._chain.planned(firing.key)
+        if plan is None or self._engine._node is not None:  # PostgreSQL: its rule may be stale
+            record = await self._engine.lookup(rule_key(name))
+            if record is None or record.state is not TimerState.PENDING:
+                self._chain.forget(name)
+                return  # the recurrence was cancelled: this occurrence is a leftover
+            if plan is None or plan.version != record.version:  # none chained: go on here
+                now = self._engine.clock.time()
+                plan = self._chain.decide(name, nominal, record.version, record.payload, now)
+                if plan is None:
+                    return  # an occurrence of a rule since replaced
+                await self._materialize(name, plan.fields, plan.following)
+        if not plan.run:
             return
+        fields = plan.fields
         done = asyncio.Event()
         mine = self._running.setdefault(name, {})
         earlier = [event for at, event in mine.items() if at < nominal]
@@ -298,17 +319,6 @@ class Series:
             del mine[nominal]
             if not mine:
                 del self._running[name]
-
-    def _plan(self, rule: Rule, nominal: float, now: float, catch_up: str) -> tuple[bool, float]:
-        """Whether this occurrence runs, and which nominal time to materialise next."""
-        if nominal >= self._started_at:
-            return True, rule.next_after(nominal)  # not missed: late only by the loop
-        missed, following = catch_up_plan(rule, nominal, now, catch_up)
-        if not missed:
-            return False, following  # skip
-        if missed[0] == nominal:
-            return True, missed[1] if len(missed) > 1 else following
-        return False, missed[0]  # another missed one fires instead (the latest, or the 1000)
 
     async def _call(self, user: str, firing: Firing) -> None:
         spec = self._engine._handlers.get(user)
