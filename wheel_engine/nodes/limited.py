@@ -31,7 +31,7 @@ from journal.postgres.limiting import ClusterLimits, LimitedClaim
 from wheel_engine.clock import Clock
 from wheel_engine.limit_options import HandlerLimits
 from wheel_engine.limits import Gate, Limits
-from wheel_engine.timer import Timer
+from wheel_engine.timer import QUEUED, Timer
 from wheel_engine.timers import TimerTable
 
 __all__ = ["SLOT_RETRY", "ClusterLimiter"]
@@ -112,7 +112,11 @@ class ClusterLimiter:
         now = self._clock.time()
         bucket = gate.bucket
         if bucket is not None and reply.tokens is not None:
-            bucket.tokens = min(float(bucket.burst), reply.tokens)  # the database's, as of now
+            # The database's tokens, as of now, but never fewer than the timers already moved
+            # to the starter's queue (see _moved): the database refuses those it has no token
+            # for, in a group beside other handlers' timers, and they wait in the line again.
+            tokens = max(reply.tokens, float(_moved(gate)))
+            bucket.tokens = min(float(bucket.burst), tokens)
             bucket.stamp = now
         if reply.blocked_on == "slot":
             gate.held_until = now + SLOT_RETRY
@@ -143,3 +147,13 @@ class ClusterLimiter:
         self._table.queued += 1
         gate.put_back(timer, self._clock.time())
         return True
+
+
+def _moved(gate: Gate) -> int:
+    """``gate``'s timers moved to the starter's queue and not taken yet.
+
+    The gate sized that batch by its own tokens; other nodes may have spent the database's
+    since. Were the gate's bucket cut below the batch, the starter would end a start group at
+    each of them it refused (the queue's order is kept), and every timer behind them, of any
+    handler, would wait until the batch was worked off at this node's share of the rate."""
+    return sum(1 for timer in gate.woken if timer.where == QUEUED)
