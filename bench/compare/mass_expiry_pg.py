@@ -5,11 +5,13 @@ a mass expiry across three node processes, handler A limited with ``limit_scope=
 Needs a PostgreSQL server, as figure 8 does: ``WHEEL_ENGINE_BENCH_POSTGRES`` (each run creates
 and drops a database of its own beside the one named); without it the half is skipped with one
 line. Each node is a process of its own (``python -m bench.compare.mass_expiry_pg node URL NAME
-RATE``): a real ``Engine(url, node=...)`` with ``a`` (``rate=``, ``limit_scope="cluster"``) and
-``b``, both returning at once. Once the three hold their shares of the partitions, the driver
-schedules (through the CLI's client, the engines' own statements) :attr:`Sizes.timers` timers
-of A due within one second and B's timers every :data:`B_EVERY` seconds around them, and waits
-for every one to succeed.
+RATE SCOPE``): a real ``Engine(url, node=...)`` with ``a`` (``rate=``, ``limit_scope=SCOPE``) and
+``b``, both returning at once. Two contenders: A limited with ``limit_scope="cluster"`` (the
+anchor), and with ``limit_scope="node"`` at a third of the rate on each node (the same combined
+rate without the database's row: B's lateness beside it is what the cluster scope costs B).
+Once the three hold their shares of the partitions, the driver schedules (through the CLI's
+client, the engines' own statements) :attr:`Sizes.timers` timers of A due within one second and
+B's timers every :data:`B_EVERY` seconds around them, and waits for every one to succeed.
 
 Everything is read from the database afterwards, on its clock (``first_attempt_at``, the claim's
 time): *rate_error*, the largest relative gap between A's starts in a whole second after the
@@ -29,7 +31,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 from bench.compare.mass_expiry import B_EVERY  # the SQLite half's B, every 10 ms
 from bench.compare.measure import Comparison, Contender, Figure, Measure, Metrics
@@ -56,6 +58,9 @@ NODES: Final = 3
 #: Issue 26's goal: the combined rate within 10% of the limit in every whole second.
 RATE_ERROR_GOAL: Final = 0.10
 NAME = "3 nodes, limit_scope='cluster'"
+#: The same run with each node limiting its own starts to a third of the rate: what B's lateness
+#: is without the database's row (the cluster scope's cost beside it).
+NODE_NAME = "3 nodes, limit_scope='node', rate/3 each"
 FIGURE = Figure(
     "10",
     Measure("rate_error", "fraction", higher_is_better=False),
@@ -80,7 +85,7 @@ class Sizes(NamedTuple):
 # -- a node process ----------------------------------------------------------------------------
 
 
-async def _node(url: str, name: str, rate: float) -> None:
+async def _node(url: str, name: str, rate: float, scope: Literal["cluster", "node"]) -> None:
     from wheel_engine import Engine, Firing
 
     engine = Engine(url, node=name, lease=LEASE, horizon=120.0)
@@ -88,7 +93,7 @@ async def _node(url: str, name: str, rate: float) -> None:
     def noop(firing: Firing) -> None:
         pass
 
-    engine.register("a", noop, rate=rate, limit_scope="cluster")
+    engine.register("a", noop, rate=rate, limit_scope=scope)
     engine.register("b", noop)
     async with engine:
         print('{"ready": true}', flush=True)
@@ -107,14 +112,16 @@ def _schedule(url: str, requests: list[tuple[str, str, float]]) -> None:
             client.schedule_many([client.request(k, h, due) for k, h, due in batch])
 
 
-def _side(server: str, sizes: Sizes) -> Metrics:
+def _side(server: str, sizes: Sizes, scope: Literal["cluster", "node"]) -> Metrics:
     url = _fresh_database(server, "wheel_bench_mass_expiry_pg")
+    # Node scope: each node limits its own starts to its share, the same rate in all.
+    node_rate = sizes.rate if scope == "cluster" else sizes.rate / NODES
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     argv = [sys.executable, "-m", "bench.compare.mass_expiry_pg", "node", url]
     procs = [
         subprocess.Popen(
-            [*argv, f"n{i}", repr(sizes.rate)],
+            [*argv, f"n{i}", repr(node_rate), scope],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -172,11 +179,11 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
         cfg.log(f"mass_expiry: PostgreSQL half skipped: set {URL_ENV} to a server URL")
         return []
     sizes = Sizes.of(cfg)
-    contender = Contender(
-        NAME,
-        lambda: _side(server, sizes),
-        note=f"A: {sizes.timers:,} timers due in one second, rate={sizes.rate:g} cluster-wide",
-    )
+    note = f"A: {sizes.timers:,} timers due in one second, rate={sizes.rate:g}"
+    contenders = [
+        Contender(NAME, lambda: _side(server, sizes, "cluster"), note=f"{note} cluster-wide"),
+        Contender(NODE_NAME, lambda: _side(server, sizes, "node"), note=f"{note} in all"),
+    ]
     comparison = FIGURE.compare(
         cfg,
         key="mass_expiry_pg",
@@ -185,7 +192,7 @@ def run(cfg: Config, series: dict[str, Any]) -> list[Comparison]:
             f" rate={sizes.rate:g}, limit_scope='cluster', due in one second (the combined"
             " rate's largest gap to the limit in a whole second)"
         ),
-        contenders=[contender],
+        contenders=contenders,
         anchor=NAME,
         reps=1,
         params={"a_timers": sizes.timers, "a_rate": sizes.rate, "nodes": NODES},
@@ -210,4 +217,5 @@ def targets(cfg: Config) -> list[Target]:
 
 if __name__ == "__main__":  # pragma: no cover
     if sys.argv[1] == "node":
-        asyncio.run(_node(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+        scope = cast(Literal["cluster", "node"], sys.argv[5])
+    asyncio.run(_node(sys.argv[2], sys.argv[3], float(sys.argv[4]), scope))

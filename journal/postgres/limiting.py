@@ -4,20 +4,25 @@ together, through one row of ``wheel_limits`` per handler.
 The row holds the handler's ``rate``, ``burst`` and ``concurrency`` and its token bucket:
 ``tokens`` as of ``stamp``, refilled at ``rate`` per second of the **database's** clock, never
 above ``burst``. :func:`claim` is the limited handler's claim (:func:`.firing.attempt`'s
-compare-and-set, fenced the same way) in one transaction of two statements:
+compare-and-set, fenced the same way) in one transaction of three statements:
 
-1. the row is locked by an upsert: it writes this node's limits when its registration is new,
-   inserts the row when it is missing, and else only locks it (``ON CONFLICT`` locks the row
-   even where its ``WHERE`` is false), so the claims of that handler by every node go one at a
-   time;
-2. one statement counts the handler's running attempts, refills the bucket, claims at most as
+1. the row is locked, **unless another claim holds it** (``SKIP LOCKED``: a claim never waits
+   for another), and a transaction-local setting says so (:data:`_HELD`);
+2. an upsert writes this node's limits when its registration is new to the row, or inserts the
+   row when it is missing, where that waits for no other claim (the row is held, or missing);
+3. one statement counts the handler's running attempts, refills the bucket, claims at most as
    many of the requested rows as the tokens and the free slots allow, in ``(due, version)``
-   order, and takes one token per row claimed. A claim never starts more than the tokens
-   allow, and never more than ``concurrency`` run at once across the cluster.
+   order, and takes one token per row claimed, **if** this transaction holds the row. A claim
+   never starts more than the tokens allow, and never more than ``concurrency`` run at once
+   across the cluster: the claims of a handler by every node go one at a time.
 
-Both go in one round trip with the transaction's BEGIN and COMMIT (a pipeline). The second
-runs after the lock is granted, in a snapshot of its own (READ COMMITTED), so it sees every
-claim and outcome committed before. What counts as **running**: RUNNING rows of the handler
+All go in one round trip with the transaction's BEGIN and COMMIT (a pipeline). The third runs
+after the lock was granted, in a snapshot of its own (READ COMMITTED), so it sees every claim
+and outcome committed before. A claim that found the row held claims nothing
+(:attr:`LimitedClaim.row_busy`, every due row refused): it returns at once, and the timers of
+other handlers claimed beside it (:mod:`wheel_engine.nodes.sink`) never wait behind another
+node's claim. Why not ``NOWAIT``: its error would abort the pipeline, and psycopg logs a warning
+for every such claim. What counts as **running**: RUNNING rows of the handler
 claimed under the current epoch of a partition whose lease is alive. A node that dies holding
 slots gives them back when its leases lapse (at most a lease later), before any takeover resets
 its rows; tokens are never held by a node (the bucket refills on the database's clock).
@@ -76,12 +81,24 @@ def _running(handler: str) -> str:
     )
 
 
+#: Set (for the transaction only) once this claim holds the handler's row: the claim statement
+#: asks for it, so it claims nothing unless its snapshot was taken after the lock was granted.
+_HELD: Final = "wheel_engine.limit_row_held"
+# The row locked unless another claim holds it (then nothing: never a wait behind that claim).
+_TRY_LOCK: Final = (
+    "WITH locked AS (SELECT l.handler FROM wheel_limits l WHERE l.handler = %(handler)s"
+    " FOR UPDATE SKIP LOCKED)"
+    f" SELECT set_config('{_HELD}', 'yes', true) FROM locked"
+)
+_IS_HELD: Final = f"current_setting('{_HELD}', true) = 'yes'"
 # A new row starts with a full bucket; new limits on a row keep its tokens, refilled to now
 # under the old rate and cut to the new burst.
-_REGISTER: Final = (
-    "INSERT INTO wheel_limits AS l (handler, rate, burst, concurrency, tokens, stamp)"
-    " VALUES (%(handler)s, %(rate)s, %(burst)s, %(concurrency)s, coalesce(%(burst)s, 0),"
-    f" {_BUCKET_NOW})"
+_COLUMNS: Final = "INSERT INTO wheel_limits AS l (handler, rate, burst, concurrency, tokens, stamp)"
+_NEW_ROW: Final = (
+    "%(handler)s, %(rate)s::float8, %(burst)s::int, %(concurrency)s::int,"
+    f" coalesce(%(burst)s::int, 0), {_BUCKET_NOW}"
+)
+_ON_CONFLICT: Final = (
     " ON CONFLICT (handler) DO UPDATE SET rate = excluded.rate, burst = excluded.burst,"
     " concurrency = excluded.concurrency,"
     " tokens = CASE WHEN excluded.rate IS NULL THEN 0"
@@ -92,6 +109,14 @@ _REGISTER: Final = (
     # Not written unless asked: the conflicting row is locked all the same (ON CONFLICT's rule)
     " WHERE %(write)s::boolean"
 )
+_REGISTER: Final = f"{_COLUMNS} VALUES ({_NEW_ROW}){_ON_CONFLICT}"
+# In a claim, the row is written (a registration new to it) or inserted (it is missing) only
+# where that waits for no other claim: this one holds the row, or there is no row yet.
+_CLAIM_REGISTER: Final = (
+    f"{_COLUMNS} SELECT {_NEW_ROW} WHERE {_IS_HELD}"
+    " OR NOT EXISTS (SELECT 1 FROM wheel_limits w WHERE w.handler = %(handler)s)"
+    f"{_ON_CONFLICT} RETURNING set_config('{_HELD}', 'yes', true)"
+)
 _CLAIM: Final = (
     f"{MINE},"
     " ready AS (SELECT m.key, m.version, m.epoch, t.due FROM mine m JOIN wheel_timers t"
@@ -99,7 +124,7 @@ _CLAIM: Final = (
     f"   WHERE t.state = {PENDING_CODE} AND t.due <= {DB_NOW}),"
     " bucket AS (SELECT l.handler, l.concurrency, l.rate, CASE WHEN l.rate IS NULL THEN NULL"
     f"   ELSE {_refilled('l.burst', _BUCKET_NOW)} END AS level"
-    "   FROM wheel_limits l WHERE l.handler = %(handler)s),"
+    f"   FROM wheel_limits l WHERE l.handler = %(handler)s AND {_IS_HELD}),"
     # Counted only for a concurrency: a rate alone never reads the running rows.
     " busy AS (SELECT CASE WHEN (SELECT b.concurrency FROM bucket b) IS NULL THEN 0"
     f"   ELSE ({_running('%(handler)s')}) END AS n),"
@@ -155,12 +180,18 @@ class LimitedClaim(NamedTuple):
     tokens: float | None  #: the bucket's tokens after this claim (None: no rate)
     rate: float | None  #: the row's limits, the ones the claim was checked against
     concurrency: int | None
+    #: another claim of the handler held its row: nothing was claimed or read from the row
+    #: (``running``, ``tokens`` and the limits are not the row's), every due row was refused
+    row_busy: bool = False
 
     @property
     def blocked_on(self) -> str | None:
-        """What the refused rows wait for: ``"slot"``, ``"token"``, or None (none refused)."""
+        """What the refused rows wait for: ``"row"`` (another claim's), ``"slot"``,
+        ``"token"``, or None (none refused)."""
         if not self.refused:
             return None
+        if self.row_busy:
+            return "row"
         claimed = len(self.result.claimed)
         if self.concurrency is not None and self.running + claimed >= self.concurrency:
             return "slot"
@@ -207,20 +238,24 @@ async def claim(
     the row first (a registration it has not written yet); a missing row is written anyway."""
     params = arrays(requests, ("keys", "versions", "parts", "epochs"), node=node, write=write)
     params.update(_row(handler, limits))
-    # One round trip: BEGIN, the row locked (inserted if missing), the claim, COMMIT.
+    # One round trip: BEGIN, the row locked unless another claim holds it (inserted if missing,
+    # written if asked), the claim, COMMIT.
     async with conn.pipeline(), conn.transaction():
-        await conn.execute(_REGISTER, params)
+        await conn.execute(_TRY_LOCK, params)
+        await conn.execute(_CLAIM_REGISTER, params)
         cur = await conn.execute(_CLAIM, params)
     rows = await cur.fetchall()
     claimed: list[Claimed] = []
     early: list[tuple[str, float]] = []
     refused: list[str] = []
     db_now: float | None = None
-    running, tokens, concurrency, rate = 0, None, None, None
+    running, tokens, concurrency, rate = 0, None, limits.concurrency, limits.rate
+    row_busy = True  # unless the row's own line (``'b'``) says otherwise
     for kind, key, version, attempts, first_at, epoch, due, now in rows:
         if kind == "b":
             running, concurrency, rate = attempts, epoch, due
             tokens = None if rate is None else first_at
+            row_busy = False
             continue
         db_now = now
         if kind == "c":
@@ -230,7 +265,7 @@ async def claim(
         else:
             refused.append(key)
     result = AttemptResult(claimed, early, db_now)
-    return LimitedClaim(result, refused, running, tokens, rate, concurrency)
+    return LimitedClaim(result, refused, running, tokens, rate, concurrency, row_busy)
 
 
 def bucket_rows(rows: Sequence[Sequence[Any]]) -> list[BucketRow]:

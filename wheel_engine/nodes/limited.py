@@ -10,8 +10,12 @@ of its own (:meth:`ClusterLimiter.claim`), and after each reply :class:`ClusterL
 
 - sets the gate's token bucket to the database's (tokens left, on the node's clock from now), so
   the gate's refill wake comes when the database's bucket has a token again, never in a loop;
+  but never below the timers the gate already moved to the starter's queue (:func:`_moved`);
 - when every slot of the cluster was taken, holds the gate for :data:`SLOT_RETRY` seconds, or
   until an attempt of that handler ends on this node (``Limits.release``);
+- when another node's claim of that handler held its row (the claim never waits for one:
+  :func:`journal.postgres.limiting.claim`), holds the gate for :data:`ROW_RETRY` seconds, so
+  that the timers beside it in the start group, of other handlers, never wait for that claim;
 - puts each refused timer back into the gate's line (:meth:`ClusterLimiter.put_back`): QUEUED,
   PENDING, its charge undone (no attempt, guarantee 5), in ``(due, version)`` order; it is not
   "lost", and is asked about again when the gate wakes.
@@ -31,16 +35,19 @@ from journal.postgres.limiting import ClusterLimits, LimitedClaim
 from wheel_engine.clock import Clock
 from wheel_engine.limit_options import HandlerLimits
 from wheel_engine.limits import Gate, Limits
-from wheel_engine.timer import Timer
+from wheel_engine.timer import QUEUED, Timer
 from wheel_engine.timers import TimerTable
 
-__all__ = ["SLOT_RETRY", "ClusterLimiter"]
+__all__ = ["ROW_RETRY", "SLOT_RETRY", "ClusterLimiter"]
 
 logger = logging.getLogger(__name__)
 
 #: Seconds a gate waits before asking again when the database found every slot of the cluster
 #: taken (a slot freed on another node is not announced here; one freed here wakes it at once).
 SLOT_RETRY: Final = 0.05
+#: Seconds a gate waits before asking again when another node's claim of the handler held its
+#: row (a claim holds it for one round trip; the bucket keeps refilling meanwhile).
+ROW_RETRY: Final = 0.02
 
 Request = tuple[str, int, int, int]
 
@@ -103,6 +110,11 @@ class ClusterLimiter:
         reply = await self._store.claim_limited(
             handler, cluster_limits(limits), requests, write=write
         )
+        if reply.row_busy:
+            # Another node's claim held the row: this one waited for nothing and learnt
+            # nothing (a registration not written yet is written with the next claim).
+            gate.held_until = self._clock.time() + ROW_RETRY
+            return reply
         if write:
             self._written[handler] = limits
         self._learn(handler, gate, reply)
@@ -112,7 +124,11 @@ class ClusterLimiter:
         now = self._clock.time()
         bucket = gate.bucket
         if bucket is not None and reply.tokens is not None:
-            bucket.tokens = min(float(bucket.burst), reply.tokens)  # the database's, as of now
+            # The database's tokens, as of now, but never fewer than the timers already moved
+            # to the starter's queue (see _moved): the database refuses those it has no token
+            # for, in a group beside other handlers' timers, and they wait in the line again.
+            tokens = max(reply.tokens, float(_moved(gate)))
+            bucket.tokens = min(float(bucket.burst), tokens)
             bucket.stamp = now
         if reply.blocked_on == "slot":
             gate.held_until = now + SLOT_RETRY
@@ -143,3 +159,13 @@ class ClusterLimiter:
         self._table.queued += 1
         gate.put_back(timer, self._clock.time())
         return True
+
+
+def _moved(gate: Gate) -> int:
+    """``gate``'s timers moved to the starter's queue and not taken yet.
+
+    The gate sized that batch by its own tokens; other nodes may have spent the database's
+    since. Were the gate's bucket cut below the batch, the starter would end a start group at
+    each of them it refused (the queue's order is kept), and every timer behind them, of any
+    handler, would wait until the batch was worked off at this node's share of the rate."""
+    return sum(1 for timer in gate.woken if timer.where == QUEUED)
