@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from journal.postgres import PostgresStore, StoredTimer
-from wheel_engine.timer import INTERRUPT_CANCEL, UNDECODED, Timer
+from wheel_engine.timer import INTERRUPT_CANCEL, Timer, recovered_timer
 from wheel_engine.timers import PENDING, RUNNING, TimerTable
 from wheel_engine.trigger import Trigger
 from wheel_engine.workers import WorkerPool
@@ -34,21 +34,22 @@ __all__ = ["Adopter", "timer_of"]
 
 
 def timer_of(row: StoredTimer) -> Timer:
-    """A table entry for ``row``; its payload is decoded on first use."""
-    timer = Timer(
+    """A table entry for ``row``: the one row -> timer constructor recovery uses
+    (:func:`~wheel_engine.timer.recovered_timer`), so its payload is decoded on first use; plus
+    the trace the row carries, whichever node wrote it (tracing, #29)."""
+    timer = recovered_timer(
         row.key,
         row.version,
         row.handler,
         row.due,
-        UNDECODED if row.payload is not None else None,
+        row.payload,
         row.state,
         row.attempts,
         row.last_error,
         row.first_attempt_at,
         row.updated_at,
     )
-    timer.packed = row.payload
-    timer.trace = row.trace  # tracing (#29): read back from the row, whichever node wrote it
+    timer.trace = row.trace
     return timer
 
 
