@@ -36,7 +36,7 @@ def test_figure_ten_names_both_halves() -> None:
 @pytest.mark.slow
 def test_three_nodes_hold_the_cluster_rate_every_second(pg_server: object) -> None:
     server = pg_server.admin_url  # type: ignore[attr-defined]
-    got = mass_expiry_pg._side(server, mass_expiry_pg.Sizes(1_500, 500.0))
+    got = mass_expiry_pg._side(server, mass_expiry_pg.Sizes(1_500, 500.0), "cluster")
     rate, burst = 500, 500
     # A token bucket bounds the starts of any first k seconds by burst + rate * k, on the
     # database's clock, which both the bucket and first_attempt_at read. One token of slack

@@ -9,7 +9,13 @@ from wheel_engine.model import TimerState
 from wheel_engine.nodes.adopting import timer_of
 from wheel_engine.timer import UNDECODED, Timer, recovered_timer
 
-_FIELDS = (*Timer.__slots__, "version", "tick", "where", "slot", "pos")
+#: Every field, the out-of-line extras by what they hold. Spelled out: a compiled (mypyc) Timer
+#: has no ``__slots__`` to read them from.
+_FIELDS = (
+    *("attempts", "due", "first_attempt_at", "handler", "interrupt", "key", "payload", "state"),
+    *("updated_at", "worker", "packed", "trace", "last_error"),
+    *("version", "tick", "where", "slot", "pos"),
+)
 
 
 def _row(payload: bytes | None, trace: str | None) -> StoredTimer:

@@ -37,6 +37,13 @@ def node(url: str, name: str, fired: dict[str, str]) -> Engine:
     return engine
 
 
+async def dead_in_the_database(engine: Engine, key: str) -> None:
+    """Until ``key`` is DEAD in the database: the node that ran it shows DEAD in its own view
+    before its outcome is committed, and another node's redrive reads the database."""
+    while (info := await engine.lookup(key)) is None or info.state.name != "DEAD":
+        await asyncio.sleep(0.01)
+
+
 async def until(condition: Callable[[], bool], patience: float = 15.0) -> None:
     deadline = time.monotonic() + patience
     while not condition():
@@ -137,6 +144,7 @@ async def test_a_redrive_from_another_node_links_to_the_redriver(spans: Any, pg_
         key = key_in(owned(b), "r")
         await a.schedule("h", delay=0.2, key=key)
         await until(lambda: (info := b.get(key)) is not None and info.state.name == "DEAD")
+        await asyncio.wait_for(dead_in_the_database(a, key), 15.0)
         with trace.get_tracer("app").start_as_current_span("operator"):
             await a.redrive(key)
         await until(lambda: sum(1 for s in spans.get_finished_spans() if s.name == "fire h") == 2)
