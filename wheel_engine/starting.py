@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from wheel_engine.commits import Commits
-    from wheel_engine.successors import Planned, Successors
+    from wheel_engine.successors import Successors
 
 INLINE_BATCH: Final = 1024  # plain handlers run per loop callback before yielding to other work
 
@@ -51,7 +51,6 @@ class StartQueue:
     docstring. ``ready`` is the queue itself (a limited handler's gate appends to it too)."""
 
     __slots__ = (
-        "_chained",
         "_clock",
         "_handlers",
         "_limits",
@@ -80,7 +79,6 @@ class StartQueue:
         #: recurring (#25): timers committed with their predecessor's attempt, while the engine
         #: has a recurrence (:mod:`wheel_engine.successors`); None: a group asks nothing more
         self.successors: Successors | None = None
-        self._chained: Planned | None = None  # the last group's successors, not submitted
 
     def route(self, batch: list[Timer], now: float) -> int:
         """Due timers join the queue in (tick, version) order, uncharged; a limited handler's go
@@ -169,8 +167,9 @@ class StartQueue:
             if pooled and not free:
                 break  # none after a worker's may start inline: the group is full
         self._table.queued -= len(inline) + len(pooled)
-        if self.successors is not None:  # the one test a group pays for successors
-            self._chained = self.successors.plan(inline, pooled)
+        successors = self.successors
+        if successors is not None and successors.at_once:  # in memory: placed as it is taken
+            successors.plan(inline, pooled)
         return inline, pooled
 
     def attempt_records(self, inline: list[Timer], pooled: list[Timer]) -> list[Record]:
@@ -185,15 +184,16 @@ class StartQueue:
     def submit_attempts(
         self, commits: Commits, inline: list[Timer], pooled: list[Timer]
     ) -> asyncio.Future[Any]:
-        """Submit the group's one commit: its ``Attempt`` records, with the successors planned
-        when it was taken (:mod:`wheel_engine.successors`). Never raises (``Commits.submit``)."""
+        """Submit the group's one commit: its ``Attempt`` records, with its timers' successors
+        (:mod:`wheel_engine.successors`), planned here, as the group was just taken. Never
+        raises (``Commits.submit``)."""
         records = self.attempt_records(inline, pooled)
-        chained = self._chained
-        if chained is None:
+        successors = self.successors  # the one test a group pays for successors
+        planned = None if successors is None else successors.plan(inline, pooled)
+        if planned is None:
             return commits.submit(records)
-        self._chained = None
-        assert self.successors is not None
-        return self.successors.submit(records, chained)
+        assert successors is not None
+        return successors.submit(records, planned)
 
     def claimed(
         self, claims: Claims, inline: list[Timer], pooled: list[Timer]

@@ -23,7 +23,8 @@ engine has a recurrence), each start group asks its timers' specs, and:
 - in memory (the commits are done at once) it is placed as the group is taken.
 
 Guarantee: a successor is computed without I/O, from memory alone. A start group without it
-pays one attribute test (``StartQueue.take``); with it, a lookup of each timer's spec.
+pays a test of ``StartQueue.successors`` where it is taken and where its commit is submitted;
+with it, a lookup of each timer's spec.
 """
 
 from __future__ import annotations
@@ -109,11 +110,15 @@ class Successors:
             return None
         return made
 
-    def submit(self, records: list[Record], made: Planned | None) -> asyncio.Future[Any]:
+    @property
+    def at_once(self) -> bool:
+        """In memory: a group's successors are placed by :meth:`plan` as it is taken, with no
+        commit to wait for (``StartQueue.take``); else they go with its attempts' commit."""
+        return self._commits.instant
+
+    def submit(self, records: list[Record], made: Planned) -> asyncio.Future[Any]:
         """Submit a group's attempt ``records`` with its planned successors ``made``, in one
         commit (never raises, as ``Commits.submit``); they are placed once it is done."""
-        if made is None:
-            return self._commits.submit(records)
         if self._node is not None:
             return self._claim_with(self._node, records, made)
         timers = self._versioned(made)
