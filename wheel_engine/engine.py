@@ -347,8 +347,8 @@ class Engine(RecurringCalls):
         return await self._storage.cancel(key, version)
 
     def get(self, key: str) -> TimerInfo | None:
-        """The timer ``key`` as this node holds it (finished ones until their retention runs
-        out). On PostgreSQL that is only this node's share: :meth:`lookup` reads the database."""
+        """The timer ``key`` as held here (finished ones within retention); an outcome shows once
+        its handler ended, before it commits. On PostgreSQL this node's share (see lookup)."""
         return self._table.info(key, self.clock.time())
 
     async def lookup(self, key: str) -> TimerInfo | None:
