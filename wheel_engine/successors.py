@@ -168,9 +168,21 @@ class Successors:
         except Exception as exc:  # closed: failed like any commit of a closed journal
             committed = asyncio.get_running_loop().create_future()
             committed.set_exception(exc)
-        keys = [s.key for _, s in made]
-        committed.add_done_callback(lambda _: self._planned.difference_update(keys))
+        committed.add_done_callback(functools.partial(self._claimed, [s.key for _, s in made]))
         return committed
+
+    def _claimed(self, keys: list[str], future: asyncio.Future[Any]) -> None:
+        """A claim's answer: its plans are done with, and each successor it really inserted
+        (not one another run had inserted already) is ``scheduled``, as on the other engines."""
+        self._planned.difference_update(keys)
+        events = self._events
+        if not events.active or future.cancelled() or future.exception() is not None:
+            return
+        timers, now = self._table.timers, self._clock.time()
+        for row in future.result().chained:
+            timer = timers.get(row.key)
+            if timer is not None and timer.version == row.version:  # as the sink placed it
+                events.scheduled(timer, now)
 
     def _committed(self, made: list[Timer], future: asyncio.Future[Any]) -> None:
         if future.cancelled() or future.exception() is not None:

@@ -67,3 +67,33 @@ async def test_the_claim_commits_the_next_occurrence(
     counts = Counter(key for key, _ in fired)
     assert set(counts.values()) == {1}, counts
     assert all(at >= occurrence_of(key)[1] for key, at in fired)  # type: ignore[index]
+
+
+async def test_each_successor_the_claim_inserts_is_scheduled_once(pg_url: str) -> None:
+    """The ``scheduled`` event of an occurrence inserted by its predecessor's claim comes once,
+    before that predecessor is ``fired``, as in memory and on SQLite."""
+    events: list[tuple[str, str]] = []
+    fired: list[str] = []
+    engine = Engine(pg_url, node="a", lease=1.5, horizon=60.0)
+
+    async def sweep(firing: Firing) -> None:
+        fired.append(firing.key)
+
+    def seen(event: Any) -> None:
+        if event.kind in ("scheduled", "fired"):
+            events.append((str(event.kind), event.key))
+
+    engine.register("sweep", sweep)
+    async with engine:
+        engine.on_event(seen)
+        await engine.schedule_recurring("s", "sweep", every=STEP)
+        deadline = time.monotonic() + 20
+        while len(fired) < 5 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert await engine.cancel_recurring("s")
+    assert len(fired) >= 5
+    for key in fired[:4]:
+        name, nominal = occurrence_of(key)  # type: ignore[misc]
+        after = occurrence_key(name, nominal + STEP)
+        assert events.count(("scheduled", after)) == 1, (after, events)
+        assert events.index(("scheduled", after)) < events.index(("fired", key)), events

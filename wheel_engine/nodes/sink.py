@@ -22,12 +22,10 @@ at once):
   in the database, with the row still PENDING; its ``successors`` (#25) commit with it;
 - outcomes go through the :class:`~wheel_engine.nodes.outbox.Outbox` (batched, retried).
 
-An attempt whose statement failed (the database unreachable) is given back with ``unclaim``
-before the starter retries it; if that fails too, the reconcile after the outage returns it.
+A failed attempt statement is given back (``unclaim``, else by the reconcile after the outage).
 
-Every claim in flight (attempt sent, reply not handled yet; a give-back on its way) and every
-claim whose outcome is not written counts in :meth:`NodeSink.busy_in`: such a partition is not
-idle, so it is not released to a newcomer while a version there may still run here.
+Every claim in flight (sent, its reply or give-back not handled) or whose outcome is unwritten
+counts in :meth:`NodeSink.busy_in`: its partition is not released while a version may run here.
 """
 
 from __future__ import annotations
@@ -70,6 +68,7 @@ class NodeClaims:
         "_sink",
         "_unsent",
         "_usable_at",
+        "chained",
     )
 
     def __init__(
@@ -81,6 +80,7 @@ class NodeClaims:
         refused: set[str],
     ) -> None:
         self._sink = sink
+        self.chained = result.chained  # successors this claim inserted, placed by the sink
         self._refused = refused  # a cluster-limited handler's row had no token or slot for them
         self._result = {(c.key, c.version): c for c in result.claimed}
         db_now = result.db_now
