@@ -33,6 +33,9 @@ INTERRUPT_CRASH = "crash"
 #: ``Timer.where`` of a due timer waiting in the starter's queue (``wheel_engine.starting``):
 #: out of the wheel (whose own values are all >= -3), PENDING, and not charged an attempt.
 QUEUED: Final = -4
+#: ``Timer.where`` of a voided timer (:meth:`Timer.void`): CANCELED for good, out of every index.
+#: A ``where`` and not a state of its own, since readers see it CANCELED like any cancelled one.
+VOIDED: Final = -5
 
 
 class Worker:
@@ -72,10 +75,11 @@ class Timer(WheelEntry["Timer"]):
     pending timer costs one object. ``where != DETACHED`` while it waits in the wheel; its
     ``version`` is its wheel ``seq`` (one slot for both: equal ticks fire in version order).
 
-    ``where`` is :data:`QUEUED` while it waits for a worker. ``worker`` is the :class:`Worker`
-    running its handler, ``interrupt`` why the attempt was asked to stop, ``packed`` the msgpack
-    bytes of a recovered payload not decoded yet. ``packed``, ``trace`` and ``last_error`` are
-    None for most timers and live in :class:`TimerExtras` (read and set as attributes here).
+    ``where`` is :data:`QUEUED` while it waits for a worker, :data:`VOIDED` once voided.
+    ``worker`` is the :class:`Worker` running its handler, ``interrupt`` why the attempt was
+    asked to stop, ``packed`` the msgpack bytes of a recovered payload not decoded yet.
+    ``packed``, ``trace`` and ``last_error`` are None for most timers and live in
+    :class:`TimerExtras` (read and set as attributes here).
 
     **The state word.** ``state`` is the one word telling where the timer is in its life, and
     each change of it is one method below, which checks the state it starts from (one or two
@@ -86,7 +90,7 @@ class Timer(WheelEntry["Timer"]):
         PENDING    RUNNING  -        -        -          CANCELED  DEAD   CANCELED  -
         RUNNING    -        PENDING  PENDING  SUCCEEDED  CANCELED  DEAD   CANCELED  -
         SUCCEEDED  -        -        -        -          -         -      CANCELED  -
-        CANCELED   -        -        -        -          -         -      CANCELED  PENDING
+        CANCELED   -        -        -        -          -         -      CANCELED  PENDING*
         DEAD       -        -        -        -          -         -      CANCELED  -
 
     Why each guard:
@@ -100,8 +104,12 @@ class Timer(WheelEntry["Timer"]):
       timer is ``ALREADY_DONE``; a DEAD one waits for ``redrive``, which makes a new version).
       PENDING -> DEAD is a recovered timer whose last allowed attempt a crash cut short.
     - ``void`` from any state: the version's schedule never became durable, so whatever it
-      did in memory meanwhile did not happen; it must not fire.
-    - ``uncancel`` only from CANCELED: it undoes a cancel whose commit failed, nothing else.
+      did in memory meanwhile did not happen; it must not fire. It is final: ``where`` becomes
+      :data:`VOIDED`, and no transition leaves it.
+    - ``uncancel`` only from CANCELED, and (*) not from a voided one: it undoes a cancel whose
+      commit failed, nothing else. A cancel submitted while the version's own schedule was
+      committing fails with it, after the schedule's failure voided the version; undoing that
+      cancel must not bring back a timer that never existed durably.
 
     Not transitions: building a timer in a state (recovery's rows, a database row adopted), and
     the journal's fold (``journal.rules``), which replays the records' own state machine on the
@@ -281,14 +289,20 @@ class Timer(WheelEntry["Timer"]):
         self.updated_at = now
 
     def void(self) -> None:
-        """Any state -> CANCELED: this version's schedule commit failed, so it never existed
-        durably and must not fire. The caller has taken a pending one out of the wheel."""
+        """Any state -> CANCELED for good (:data:`VOIDED`): this version's schedule commit
+        failed, so it never existed durably and must not fire. The caller has taken a pending
+        one out of the wheel."""
         self.state = _CANCELED
+        self.where = VOIDED
+
+    @property
+    def voided(self) -> bool:
+        return self.where == VOIDED
 
     def uncancel(self) -> None:
         """CANCELED -> PENDING: the cancel's commit failed. The caller places it again."""
-        if self.state is not _CANCELED:
-            raise _illegal(self, "uncancel", "CANCELED")
+        if self.state is not _CANCELED or self.where == VOIDED:
+            raise _illegal(self, "uncancel", "CANCELED, not voided")
         self.state = _PENDING
 
     def decode_payload(self) -> Any:

@@ -110,8 +110,10 @@ class TimerTable:
             self.wheel.remove(timer)
         else:
             parked = self.unhandled.get(timer.handler)
-            if parked is not None and parked.pop(timer.key, None) is not None and not parked:
-                del self.unhandled[timer.handler]
+            if parked is not None and parked.get(timer.key) is timer:  # not a newer version's
+                del parked[timer.key]
+                if not parked:
+                    del self.unhandled[timer.handler]
 
     def pending(self) -> int:
         """Timers PENDING: in the wheel, queued or parked."""
@@ -182,6 +184,20 @@ class TimerTable:
         ]
 
     # ------------------------------------------------------------------ replacing and undoing
+    def forget(self, timer: Timer) -> bool:
+        """The one way a timer leaves the table before it finished here: its version never
+        became durable (:meth:`take_back`), or another node holds it now (``nodes.adopting``).
+        A pending one leaves the wheel, the queue or the parking; if it is its key's current
+        version, it leaves every index too and True is returned. Its state is the caller's."""
+        if timer.state is PENDING:
+            self.unplace(timer)
+        if self.timers.get(timer.key) is not timer:
+            return False
+        self.finished.discard(timer)  # it may have run and succeeded before the commit failed
+        self.dead.pop(timer.key, None)
+        del self.timers[timer.key]
+        return True
+
     def replace(self, timer: Timer, previous: Timer | None) -> None:
         """``timer`` is the key's new version (``previous``, if any, out of the wheel already)."""
         if previous is not None:
@@ -194,14 +210,10 @@ class TimerTable:
 
         Returns True if a timer went back into the wheel (the caller arms).
         """
-        if self.timers.get(timer.key) is not timer:
+        if not self.forget(timer):
             return False  # replaced again meanwhile; that later call owns the key
-        self.finished.discard(timer)  # it may have run and succeeded before the commit failed
-        if timer.state is PENDING:
-            self.unplace(timer)
         timer.void()  # this version never existed durably: it must not fire
         if previous is None:
-            del self.timers[timer.key]
             return False
         self.timers[timer.key] = previous
         if previous.state is PENDING:
@@ -216,9 +228,11 @@ class TimerTable:
 
     def uncancel(self, timer: Timer) -> bool:
         """A cancel's commit failed: ``timer`` is PENDING again. True if it went back."""
+        if timer.state is not CANCELED or timer.voided:
+            return False  # a voided version never existed durably: nothing to bring back
         current = self.timers.get(timer.key)
         # Retention may have forgotten it already (retention=0): then it comes back too.
-        if timer.state is not CANCELED or (current is not timer and current is not None):
+        if current is not timer and current is not None:
             return False
         self.finished.discard(timer)
         self.timers[timer.key] = timer

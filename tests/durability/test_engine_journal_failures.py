@@ -209,6 +209,33 @@ async def test_keep_waits_for_the_kept_timers_commit(tmp_path: Path) -> None:
         held.release()
 
 
+@pytest.mark.parametrize("fails_first", ["schedule", "cancel"])
+async def test_a_cancel_that_failed_with_its_timers_schedule_brings_back_nothing(
+    tmp_path: Path, fails_first: str
+) -> None:
+    # Both calls raise, so neither happened: the key must be unknown and nothing may fire. The
+    # writer fails its batches in order (the schedule's first); the other order is checked too.
+    clock = VirtualClock()
+    fired: list[Firing] = []
+    async with engine_with(tmp_path / "t.db", clock, fired) as engine:
+        assert engine.journal is not None
+        held = HeldSubmits(engine.journal)
+        schedule = asyncio.ensure_future(engine.schedule("h", delay=1, key="k"))
+        await asyncio.sleep(0)
+        cancel = asyncio.ensure_future(engine.cancel("k"))
+        await asyncio.sleep(0)
+        assert len(held.held) == 2  # the schedule's commit, then the cancel's
+        for future in held.held if fails_first == "schedule" else held.held[::-1]:
+            future.set_exception(JournalError("disk full"))
+        for call in (schedule, cancel):
+            with pytest.raises(JournalError):
+                await call
+        held.release()
+        assert engine.get("k") is None
+        await clock.advance(2)
+        assert fired == [] and engine.stats()["pending"] == 0
+
+
 async def test_schedule_returns_the_timer_as_scheduled_even_if_it_fired_meanwhile(
     tmp_path: Path,
 ) -> None:

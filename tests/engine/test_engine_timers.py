@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from wheel_engine.errors import IllegalTransition
 from wheel_engine.handlers import HandlerSpec, make_spec
 from wheel_engine.model import TimerState
 from wheel_engine.retention import COMPACT_SLACK
@@ -102,6 +105,45 @@ def test_take_back_of_a_fresh_key_forgets_it_and_uncancel_brings_a_cancel_back()
     assert timers.uncancel(cancelled) is True
     assert cancelled.state is TimerState.PENDING and "c" not in timers.finished
     assert len(timers.wheel) == 1
+
+
+def test_a_voided_version_stays_cancelled_when_its_cancel_is_undone() -> None:
+    # A cancel submitted while the key's first schedule commits fails with it: the schedule's
+    # failure voids the version first, then the cancel's failure must not bring it back.
+    timers = table("h")
+    fresh = pending("k")
+    timers.replace(fresh, None)
+    timers.insert(fresh)
+    timers.unplace(fresh)
+    timers.finish(fresh, TimerState.CANCELED, NOW)  # the cancel, in memory at once
+    assert timers.take_back(fresh, None, NOW) is False and "k" not in timers.timers
+    assert timers.uncancel(fresh) is False
+    assert fresh.state is TimerState.CANCELED and len(timers.wheel) == 0
+    with pytest.raises(IllegalTransition):
+        fresh.uncancel()
+
+
+def test_forget_takes_the_current_version_out_of_every_index() -> None:
+    timers = table("h")
+    dead = pending("d")
+    timers.replace(dead, None)
+    timers.finish(dead, TimerState.DEAD, NOW)
+    assert timers.forget(dead) is True and "d" not in timers.timers and "d" not in timers.dead
+    waiting = pending("w")
+    timers.replace(waiting, None)
+    timers.insert(waiting)
+    assert timers.forget(waiting) is True and len(timers.wheel) == 0
+    assert timers.forget(waiting) is False  # not the key's timer any more
+
+
+def test_unplacing_an_old_version_leaves_the_new_one_parked() -> None:
+    timers = table()  # no handler registered: pending timers are parked
+    old, new = pending("k", "gone", version=1), pending("k", "gone", version=2)
+    timers.replace(new, old)
+    timers.place(new)
+    assert timers.parked() == 1
+    timers.unplace(old)  # detached, not in the parking: it must not take the new version out
+    assert timers.parked() == 1
 
 
 def test_a_timer_repr_names_it_without_recursing() -> None:

@@ -40,7 +40,7 @@ LEGAL: dict[str, dict[TimerState, TimerState]] = {
     "cancel": {P: C, R: C},
     "kill": {P: D, R: D},
     "void": {P: C, R: C, S: C, C: C, D: C},
-    "uncancel": {C: P},
+    "uncancel": {C: P},  # but not from a voided timer: void is final (Reference.voided)
 }
 
 #: How each transition is called (the arguments are what its callers pass).
@@ -146,12 +146,14 @@ class Reference:
     def __init__(self) -> None:
         self.state = P
         self.attempts = 0
+        self.voided = False  # its version never existed durably: nothing brings it back
 
     def step(self, transition: str) -> bool:
         """Apply ``transition``; False (nothing changed) if it is illegal here."""
         target = LEGAL[transition].get(self.state)
-        if target is None:
+        if target is None or (self.voided and transition == "uncancel"):
             return False
+        self.voided = self.voided or transition == "void"
         self.attempts += {"charge": 1, "uncharge": -1}.get(transition, 0)
         self.state = target
         return True

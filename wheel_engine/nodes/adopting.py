@@ -129,13 +129,7 @@ class Adopter:
 
     def forget(self, timer: Timer) -> None:
         """This node no longer holds ``timer`` (another node owns it now, or it was refused)."""
-        table = self._table
-        if timer.state is PENDING:
-            table.unplace(timer)
-        if table.timers.get(timer.key) is timer:
-            table.finished.discard(timer)
-            del table.timers[timer.key]
-            table.dead.pop(timer.key, None)
+        self._table.forget(timer)
 
     def forget_version(self, key: str, version: int) -> None:
         """Forget ``key`` if the table holds that version and it does not run here: a row read
