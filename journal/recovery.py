@@ -33,6 +33,7 @@ __all__ = [
     "PROGRESS_EVERY",
     "Progress",
     "Recovered",
+    "as_journaled",
     "check_tail_end",
     "fold_records",
     "fold_sealed",
@@ -71,6 +72,18 @@ class Recovered(Generic[RowT]):
     last_seq: int = 0
     #: RUNNING rows turned back into PENDING (their attempt was interrupted).
     interrupted: list[str] = field(default_factory=list)
+
+
+def as_journaled(recovered: Recovered[TimerRow]) -> Recovered[TimerRow]:
+    """``recovered`` as the journal has it, for readers (the CLI, the web console), never for
+    an engine: recovery turns an interrupted row back into PENDING, as an engine starting now
+    would; here each is RUNNING again (its attempt is committed, its outcome is not, yet)."""
+    timers = recovered.timers
+    for key in recovered.interrupted:
+        row = timers.get(key)
+        if row is not None and row.state is PENDING:
+            row.state = RUNNING
+    return recovered
 
 
 def snapshot_count_problem(expected: int, found: int, path: str) -> str:

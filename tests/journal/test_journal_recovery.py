@@ -11,7 +11,7 @@ import pytest
 
 from journal import Journal, JournalCorrupt, JournalError, codec
 from journal.records import Ack, Attempt, Cancel, Dead, Record, Redrive, Retry, Schedule
-from journal.recovery import fold_sealed
+from journal.recovery import as_journaled, fold_sealed, recover_sync
 from journal.state import TimerRow
 
 
@@ -74,6 +74,16 @@ async def test_a_running_row_in_the_snapshot_comes_back_interrupted(db: str) -> 
     assert rec.snapshot_rows == 1
     assert rec.interrupted == ["a"]
     assert (rec.timers["a"].state, rec.timers["a"].attempts) == ("PENDING", 1)
+
+
+async def test_readers_see_an_interrupted_row_running_as_journaled(db: str) -> None:
+    # The CLI and the web console show what the journal says (an attempt committed, no outcome
+    # yet), not what a restarted engine would make of it; a row replaced since stays PENDING.
+    await write(db, [Schedule("a", 1, "h", 10.0, None, 1.0), Attempt("a", 1, 1, 10.1)])
+    await write(db, [Schedule("b", 2, "h", 11.0, None, 2.0)])
+    rec = as_journaled(recover_sync(db))
+    assert rec.interrupted == ["a"]
+    assert (rec.timers["a"].state, rec.timers["b"].state) == ("RUNNING", "PENDING")
 
 
 async def test_no_attempt_and_no_running_row_means_nothing_interrupted(db: str) -> None:

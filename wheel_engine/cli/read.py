@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from journal.errors import JournalCorrupt, JournalError
+from journal.recovery import as_journaled
 from journal.state import TimerState
 from wheel_engine.cli.common import (
     decode_payload,
@@ -66,13 +67,7 @@ async def _recover(journal: Any, out: Output, path: str) -> Any:
             recovered = await journal.recover(progress=progress)
         except (JournalError, sqlite3.DatabaseError, OSError) as exc:
             raise translate_error(path, exc) from exc
-    # Recovery turns RUNNING back into PENDING (what an engine starting now would do). Here we
-    # show what the journal says: an attempt is committed and its outcome is not (yet).
-    for key in recovered.interrupted:
-        row = recovered.timers.get(key)
-        if row is not None and row.state is TimerState.PENDING:
-            row.state = TimerState.RUNNING
-    return recovered
+    return as_journaled(recovered)  # what the journal says, not what a restart would do
 
 
 def _last_compaction(info: JournalInfo, now: float) -> str:

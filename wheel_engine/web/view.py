@@ -45,7 +45,7 @@ from sortedcontainers import SortedList
 
 from journal import codec
 from journal.records import Ack, Attempt, Dead, Record, Retry
-from journal.recovery import recover_sync
+from journal.recovery import as_journaled, recover_sync
 from journal.rules import apply
 from journal.schema import connect_ro, raise_for, read_meta
 from journal.state import DEAD, PENDING, RUNNING, TimerRow, TimerState
@@ -153,11 +153,7 @@ class ViewState:
 def _read_all(path: str) -> ViewState:
     """The whole journal, read and checked by the CLI's recovery, then indexed."""
     started = time.perf_counter()
-    recovered = recover_sync(path)
-    # Recovery turns RUNNING into PENDING (what a starting engine does); show what the
-    # journal says instead, as ``wheel-engine status`` does.
-    for key in recovered.interrupted:
-        recovered.timers[key].state = RUNNING
+    recovered = as_journaled(recover_sync(path))  # as ``wheel-engine status`` shows it
     con = connect_ro(path)
     try:
         meta = read_meta(con, path)
