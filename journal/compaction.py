@@ -18,12 +18,22 @@ Step by step (:meth:`journal.Journal.compact`, :func:`compact`):
 3. :func:`write_piece`, through the writer (so it is serialised with group commits), ONE
    transaction per piece: upsert the piece's snapshot rows, delete the records ``seq <= S_i``,
    store ``snapshot_seq = S_i``, ``max_version`` and the snapshot's row count in ``meta``, then
-   seal ``meta`` (its checksum). The last piece also deletes, by key, the rows retention drops:
-   its touched ones, and the stored ones that its plan found finished below the cut (``state
-   IN (SUCCEEDED, CANCELED) AND (updated_at, key) < cut``, read in the plan, not scanned by the
-   write). Between two pieces the writer commits what was submitted meanwhile, so no
-   group commit waits longer than one piece's write (the whole compaction's, in one piece,
-   would grow with the keys touched since the last one: ``docs/design.md`` has the figures).
+   seal ``meta`` (its checksum). The last piece also deletes, by key, the rows retention drops
+   among the keys it touched (at most one piece's worth). Between two pieces the writer commits
+   what was submitted meanwhile, so no group commit waits longer than one piece's write (the
+   whole compaction's, in one piece, would grow with the keys touched since the last one:
+   ``docs/design.md`` has the figures).
+3b. :func:`drop_expired`, after the last piece: the stored rows its plan found finished below
+   the cut that no record of this compaction touched (``state IN (SUCCEEDED, CANCELED) AND
+   (updated_at, key) < cut``, read in the plan, not scanned by the write) are deleted by key, at
+   most a piece's size of them per transaction, ``meta``'s row count sealed with each. After a
+   mass expiry they are most of the snapshot (hundreds of thousands of rows), and one delete of
+   them all held the writer, so every commit, for a large fraction of a second. These rows stay
+   deletable in any order and at any later time: they are finished and past retention, and no
+   record after ``S`` makes them live again without replacing them, so a crash between two such
+   transactions leaves a journal that recovers to the same state (only retention is late). The
+   touched keys cannot wait so: their stored rows may be older, live states of the records the
+   last piece deleted.
 
 The plan checks what it reads as recovery does (each record's CRC, seq, kind and shape; each
 snapshot row it loads, against its columns) and writes every upserted row sealed.
@@ -62,7 +72,7 @@ from journal.compaction_plan import PIECE_RECORDS, CompactionPlan, Planner
 if TYPE_CHECKING:
     from journal.writer import GroupCommitWriter
 
-__all__ = ["CompactionPlan", "CompactionResult", "compact", "write_piece"]
+__all__ = ["CompactionPlan", "CompactionResult", "compact", "drop_expired", "write_piece"]
 
 #: Shrink the file only when at least this many pages are free (and 2x the pages in use).
 _SHRINK_MIN_PAGES: Final = 256
@@ -80,10 +90,12 @@ class CompactionResult:
     dropped_timers: int = 0  #: finished timers dropped by retention
     snapshot_seq: int = 0  #: S: the highest seq folded into the snapshot
     max_version: int = 0
-    #: of ``seconds``: how long the writer was held, all pieces together
+    #: of ``seconds``: how long the writer was held, all pieces (and drops) together
     write_seconds: float = 0.0
-    #: write transactions (pieces); group commits passed between two of them
+    #: the fold's write transactions (pieces); group commits passed between two of them
     pieces: int = 1
+    #: retention's write transactions after the last piece (step 3b), group commits between
+    drop_pieces: int = 0
     #: the longest of them: the longest a group commit waited for this compaction
     longest_write_seconds: float = 0.0
 
@@ -120,6 +132,14 @@ async def compact(
                 break
     finally:
         planner.close()
+    for first in range(0, len(plan.expired), size):  # step 3b
+        keys = plan.expired[first : first + size]
+        before = done
+        drop = functools.partial(drop_expired, plan=plan, keys=keys, live=before.live_rows)
+        done = await writer.run_job(drop)
+        done.dropped_timers += before.dropped_timers
+        result.drop_pieces += 1
+        _held(result, done.write_seconds)
     pages = await writer.run_job(_shrink_pages)
     while True:  # step 4 too a bounded piece at a time, the checkpoint last (pages == 0)
         step = min(pages, _SHRINK_STEP)
@@ -150,7 +170,7 @@ async def write_piece(conn: Any, plan: CompactionPlan) -> CompactionResult:
     held (and a mass expiry keeps the loop busy)."""
     write_started = time.perf_counter()
     dropped = 0
-    if plan.deletes:  # the final piece's only
+    if plan.deletes:  # the final piece's only (its touched keys; the others: drop_expired)
         await conn.executemany("DELETE FROM snapshot WHERE key = ?", plan.deletes)
         dropped = len(plan.deletes)
     if plan.upserts:
@@ -173,6 +193,28 @@ async def write_piece(conn: Any, plan: CompactionPlan) -> CompactionResult:
         seconds=seconds,
         write_seconds=seconds,
         dropped_timers=dropped,
+        snapshot_seq=plan.upto_seq,
+        max_version=plan.max_version,
+    )
+
+
+async def drop_expired(
+    conn: Any, plan: CompactionPlan, keys: list[tuple[str]], live: int
+) -> CompactionResult:
+    """Step 3b for ``keys`` (some of ``plan.expired``), ``live`` rows stored before: one
+    transaction, committed here, ``meta`` sealed with the row count left."""
+    write_started = time.perf_counter()
+    cur = await conn.executemany("DELETE FROM snapshot WHERE key = ?", keys)
+    live -= max(cur.rowcount, 0)
+    await _seal_meta(conn, plan, live)
+    await conn.commit()
+    seconds = time.perf_counter() - write_started
+    return CompactionResult(
+        live_rows=live,
+        removed_records=0,
+        seconds=seconds,
+        write_seconds=seconds,
+        dropped_timers=len(keys),
         snapshot_seq=plan.upto_seq,
         max_version=plan.max_version,
     )

@@ -51,6 +51,9 @@ class CompactionPlan:
     cut_key: str = ""
     upserts: list[tuple[str, int, float, bytes]] = field(default_factory=list)
     deletes: list[tuple[str]] = field(default_factory=list)
+    #: (final piece) stored rows retention drops that no record of this compaction touched:
+    #: deleted after it, a piece's size at a time (:func:`journal.compaction.drop_expired`)
+    expired: list[tuple[str]] = field(default_factory=list)
     folded: int = 0
     final: bool = True
     #: the snapshot's row count once a piece that is not ``final`` is stored (the last piece
@@ -150,9 +153,9 @@ class Planner:
             if key in unstored:
                 unstored.discard(key)
                 self._rows += 1
-        # The stored rows that retention drops, but for this piece's keys (decided above): the
-        # others are stored as they end, by an earlier piece or untouched.
-        plan.deletes.extend(entry for entry in dropped if entry[0] not in touched)
+        # The stored rows that retention drops, but for this piece's keys (decided above):
+        # deleted after this piece's write, a bounded number per transaction.
+        plan.expired = [entry for entry in dropped if entry[0] not in touched]
         plan.upserts.sort()  # key order: the snapshot's index is written sequentially
         plan.snapshot_rows = self._rows
         return plan

@@ -154,25 +154,32 @@ def expected_records() -> list[Record]:
     return records
 
 
-@pytest.mark.slow
-async def test_sigkill_between_two_pieces_recovers_the_same_state(db: str) -> None:
+def kill_when(child: str, db: str, marker: str) -> list[str]:
+    """Run ``child`` on ``db`` until it prints a line starting with ``marker`` (or a minute
+    passes), SIGKILL it there; the lines it printed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, db], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", child, db], stdout=subprocess.PIPE, text=True, env=env
     )
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + 60
     try:
         for line in proc.stdout:
-            lines.append(line.split()[0])
-            if line.startswith("piece") or time.monotonic() > deadline:
+            lines.append(line.strip())
+            if line.startswith(marker) or time.monotonic() > deadline:
                 break
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
-    assert lines == ["submitted", "piece"]
+    return lines
+
+
+@pytest.mark.slow
+async def test_sigkill_between_two_pieces_recovers_the_same_state(db: str) -> None:
+    lines = kill_when(CHILD, db, "piece")
+    assert [line.split()[0] for line in lines] == ["submitted", "piece"]
     records = expected_records()
     snapshot, tail, meta = stored(db)
     assert meta["snapshot_seq"] == 1_500  # pieces of 500: the third one was the last written
@@ -192,5 +199,96 @@ async def test_sigkill_between_two_pieces_recovers_the_same_state(db: str) -> No
         assert result.pieces == 1 and result.dropped_timers == len(finished)
         rec = await j.recover()
         assert rec.timers == {k: row for k, row in want.items() if k not in finished}
+    finally:
+        await j.close()
+
+
+async def expired_journal(db: str, keys: int) -> Journal:
+    """``keys`` timers scheduled and acked, folded into the snapshot with nothing dropped, and
+    one more record touching the first key: a compaction at retention 0 folds one record and
+    drops every other stored row as expired (step 3b)."""
+    j = await Journal.open(db, durability="normal")
+    await j.submit([Schedule(f"k{i}", i + 1, "h", 1.0, None, 1.0) for i in range(keys)])
+    await j.submit([Ack(f"k{i}", i + 1, 2.0) for i in range(keys)])
+    await j.compact(retention=math.inf, now=3.0)
+    await j.submit([Schedule("k0", keys + 1, "h", 9.0, None, 4.0)])  # k0 lives on
+    return j
+
+
+async def test_retention_drops_a_piece_at_a_time_with_commits_between(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    j = await expired_journal(db, 1_000)
+    dropped = compaction.drop_expired
+    late: list[asyncio.Future[None]] = []
+    seen: list[tuple[bool, int]] = []
+
+    async def drop_expired(conn: Any, plan: CompactionPlan, keys: Any, live: int) -> Any:
+        seen.append((all(fut.done() for fut in late), len(keys)))  # committed in between
+        late.append(j.submit([Schedule(f"new{len(late)}", 5_000 + len(late), "h", 1.0, None, 1.0)]))
+        return await dropped(conn, plan=plan, keys=keys, live=live)
+
+    monkeypatch.setattr(compaction, "drop_expired", drop_expired)
+    monkeypatch.setattr(compaction, "PIECE_RECORDS", 300)
+    result = await j.compact(retention=0.0, now=5.0)
+    assert (result.pieces, result.drop_pieces) == (1, 4)  # 999 expired rows, 300 a transaction
+    assert seen == [(True, 300), (True, 300), (True, 300), (True, 99)]
+    assert (result.dropped_timers, result.live_rows) == (999, 1)
+    await asyncio.gather(*late)
+    _snapshot, _tail, meta = stored(db)
+    assert meta["snapshot_rows"] == 1 and (await j.check()).ok
+    rec = await j.recover()
+    assert sorted(rec.timers) == ["k0", *sorted(f"new{i}" for i in range(len(late)))]
+    assert rec.timers["k0"].state == "PENDING"
+    await j.close()
+
+
+DROP_CHILD = textwrap.dedent(
+    """
+    import asyncio, math, sys, time
+    import journal.compaction as compaction
+    from journal import Journal
+    from journal.records import Ack, Schedule
+
+    dropped = compaction.drop_expired
+
+    async def drop_expired(conn, plan, keys, live):
+        result = await dropped(conn, plan=plan, keys=keys, live=live)  # committed
+        print("dropped", result.live_rows, flush=True)
+        time.sleep(60)  # the event loop stops here: the kill comes between two drops
+        return result
+
+    async def main(path):
+        compaction.drop_expired = drop_expired
+        compaction.PIECE_RECORDS = 300
+        j = await Journal.open(path, durability="normal")
+        await j.submit([Schedule(f"k{i}", i + 1, "h", 1.0, None, 1.0) for i in range(1_000)])
+        await j.submit([Ack(f"k{i}", i + 1, 2.0) for i in range(1_000)])
+        await j.compact(retention=math.inf, now=3.0)
+        await j.submit([Schedule("k0", 1_001, "h", 9.0, None, 4.0)])
+        print("submitted", flush=True)
+        await j.compact(retention=0.0, now=5.0)
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+@pytest.mark.slow
+async def test_sigkill_between_two_drops_recovers_the_same_state(db: str) -> None:
+    lines = kill_when(DROP_CHILD, db, "dropped")
+    assert lines == ["submitted", "dropped 700"]  # the fold, then 300 of 999 expired rows
+    snapshot, tail, meta = stored(db)
+    assert len(snapshot) == meta["snapshot_rows"] == 700 and tail == []
+    j = await Journal.open(db)  # the lock died with the process
+    try:
+        assert (await j.check()).ok
+        rec = await j.recover()
+        # what is left of the expired rows is as the acks left it: only retention is late
+        assert len(rec.timers) == 700 and rec.timers["k0"].state == "PENDING"
+        assert all(row.state == "SUCCEEDED" for key, row in rec.timers.items() if key != "k0")
+        result = await j.compact(retention=0.0, now=5.0)  # and it finishes the job
+        assert (result.dropped_timers, result.live_rows) == (699, 1)
+        assert sorted((await j.recover()).timers) == ["k0"]
     finally:
         await j.close()
