@@ -33,8 +33,10 @@ __all__ = ["FINISHED_CODES", "PIECE_RECORDS", "CompactionPlan", "Planner"]
 #: Records folded per piece at most; a piece is one write transaction of the writer, so group
 #: commits wait for one piece at a time (its upserts are at most this many rows).
 PIECE_RECORDS: Final = 4_096
-#: Records per batch when planning (each batch loads the snapshot rows of its keys at once).
-_PLAN_BATCH: Final = 5_000
+#: Records per batch when planning (each batch loads the snapshot rows of its keys at once, and
+#: is decoded at once). Small, as the collector's oldest generation takes in whatever the plan
+#: still holds when the loop's allocations trigger a collection: only the loop's speed counts.
+_PLAN_BATCH: Final = 500
 #: Keys per ``WHERE key IN (...)`` query (SQLite's default limit is 32766 variables).
 _IN_CHUNK: Final = 500
 FINISHED_CODES: Final = tuple(sorted(STATE_CODE[s] for s in FINISHED))
@@ -94,8 +96,10 @@ class Planner:
         self._cutoff = cutoff
         self._max_retained = max_retained
         self._piece = piece
-        self._timers: dict[str, TimerRow] = {}  # every touched key's row, folded so far
-        self._loaded: set[str] = set()  # keys looked up in the snapshot already
+        # This piece's touched keys' rows, folded so far, and the keys looked up in the snapshot
+        # for it: forgotten once the piece is planned (see next_piece).
+        self._timers: dict[str, TimerRow] = {}
+        self._loaded: set[str] = set()
         self._unstored: set[str] = set()  # looked up, not found, and not written by a piece yet
         self._pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack  # this thread's own
         self._con = connect_ro(path)
@@ -158,6 +162,12 @@ class Planner:
         plan.expired = [entry for entry in dropped if entry[0] not in touched]
         plan.upserts.sort()  # key order: the snapshot's index is written sequentially
         plan.snapshot_rows = self._rows
+        # Written before the next piece is planned, these rows are the snapshot's then: the
+        # next piece reads back those it touches. Kept for the whole compaction instead, every
+        # key a mass expiry touched stayed alive for its tens of seconds, so the collector
+        # moved them to its oldest generation and ran its full collections over them.
+        self._timers = {}
+        self._loaded = set()
         return plan
 
     def _fold(self, end: int) -> set[str]:
@@ -209,10 +219,10 @@ def _retained_cut(
     con: sqlite3.Connection, touched: dict[str, TimerRow], cutoff: float, limit: int
 ) -> tuple[float, str]:
     """The ``(updated_at, key)`` of the oldest finished row that ``limit`` still keeps, over the
-    new snapshot: the untouched rows as stored plus the ``touched`` rows as folded. Only rows
-    from ``cutoff`` on count (older ones go anyway); ``(cutoff, "")`` when all of them fit.
-    (Rows that earlier pieces stored are among the stored ones too: each is counted twice at
-    most, and left out of the candidates, as a touched key.)"""
+    new snapshot: the untouched rows as stored (earlier pieces' among them) plus the
+    ``touched`` rows as folded. Only rows from ``cutoff`` on count (older ones go anyway);
+    ``(cutoff, "")`` when all of them fit. (A touched key's stored row is counted too: each is
+    counted twice at most, and left out of the candidates.)"""
     fresh = [
         (row.updated_at, row.key)
         for row in touched.values()
