@@ -118,6 +118,7 @@ class NodeBackend:
     def __init__(self, node: Node, parts: NodeParts) -> None:
         self._node = node
         self._parts = parts
+        parts[5].leave_conflicts_to_the_store()  # the database decides, not this node's memory
 
     async def open(self, clock: Clock) -> Storage:
         table, trigger, dispatcher, commits, stats, check, events = self._parts

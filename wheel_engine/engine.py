@@ -126,9 +126,7 @@ class Engine(RecurringCalls):
         self._node = on_node = node_for(
             path, node, lease, horizon, (self.retention, max_retained), connect_timeout
         )
-        # On PostgreSQL the database decides on_conflict="error", not this node's memory.
-        live = self._table.timers if on_node is None else {}
-        self._check = RequestChecker(self._handlers, live, max_payload_bytes)
+        self._check = RequestChecker(self._handlers, self._table.timers, max_payload_bytes)
         self._commits = Commits(self._table, self.clock, compact_min_records=compact_min_records)
         self._trigger = Trigger(self._table, self.clock, clock_check)
         self._dispatcher = Dispatcher(

@@ -103,6 +103,11 @@ class RequestChecker:
         self._timers = timers
         self._max_payload_bytes = max_payload_bytes
 
+    def leave_conflicts_to_the_store(self) -> None:
+        """The store, shared by several nodes (PostgreSQL), decides ``on_conflict="error"``,
+        not this node's memory: no request is checked against the live timers any more."""
+        self._timers = {}
+
     def request(
         self,
         handler: Any,
