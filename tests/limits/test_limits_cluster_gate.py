@@ -87,8 +87,44 @@ async def test_a_claim_that_found_the_row_held_waits_and_learns_nothing() -> Non
     tokens = gate.bucket.tokens
     limiter._written.clear()  # a registration the row has not seen yet
     await limiter.claim("a", [])
-    assert gate.held_until == clock.time() + ROW_RETRY  # asked again a moment later
+    assert gate.hold.row_until == clock.time() + ROW_RETRY  # asked again a moment later
     assert gate.bucket.tokens == tokens  # the reply read nothing of the row
     assert limiter.seen == {}
     await limiter.claim("a", [])
     assert store.writes == [True, True]  # the limits go with the next claim that holds it
+
+
+def _taken(limits: Limits, queue: deque[Timer], timer: Timer, now: float) -> None:
+    """``timer`` arrives, is admitted at the queue's head and charged, as the starter does."""
+    timer.where = QUEUED
+    limits.arrive(timer, now)
+    assert queue.popleft() is timer and limits.admit_and_take(timer, None)
+    timer.charge(now)
+
+
+async def test_an_attempt_ending_frees_a_slot_but_not_the_row_another_claim_holds() -> None:
+    """An attempt of the handler ending here frees a slot; it says nothing about the row that
+    another node's claim holds: the timer the row refused waits out ``ROW_RETRY`` all the same
+    (before, the end of any attempt ended that hold too, and the next claim found the row held
+    again, a round trip for nothing)."""
+    clock = VirtualClock()
+    queue: deque[Timer] = deque()
+    limits = Limits(clock, EventBus(), queue, _Starter())
+    limits.configure("a", HandlerLimits(2, None, None, "cluster"))  # a cap: a slot is freed
+    table = TimerTable({}, tick=0.001, retention=60.0, max_retained=10)
+    store = cast(PostgresStore, _Store(_reply(tokens=None, row_busy=True)))
+    limiter = ClusterLimiter(store, limits, table, clock)
+    now = clock.time()
+    ran = Timer("ran", 1, "a", now, None)
+    refused = Timer("refused", 2, "a", now, None)
+    _taken(limits, queue, ran, now)  # its attempt runs on this node
+    _taken(limits, queue, refused, now)
+    await limiter.claim("a", [])  # ... claimed beside another node's claim that held the row
+    refused.uncharge()
+    assert limiter.put_back(refused)  # back into the line, uncharged
+    gate = limits.gates["a"]
+    limits.release(ran)  # the attempt ends: a slot is free, the row is still held
+    assert list(queue) == [] and gate.waiting() == 1
+    assert gate.describe()["waiting_row"] == 1
+    await clock.advance(ROW_RETRY)
+    assert list(queue) == [refused]  # asked about again once the row's hold is over

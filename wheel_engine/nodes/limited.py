@@ -113,7 +113,7 @@ class ClusterLimiter:
         if reply.row_busy:
             # Another node's claim held the row: this one waited for nothing and learnt
             # nothing (a registration not written yet is written with the next claim).
-            gate.held_until = self._clock.time() + ROW_RETRY
+            gate.hold.row_until = self._clock.time() + ROW_RETRY
             return reply
         if write:
             self._written[handler] = limits
@@ -131,7 +131,7 @@ class ClusterLimiter:
             bucket.tokens = min(float(bucket.burst), tokens)
             bucket.stamp = now
         if reply.blocked_on == "slot":
-            gate.held_until = now + SLOT_RETRY
+            gate.hold.slot_until = now + SLOT_RETRY
         mine = gate.limits
         differs = (reply.rate, reply.concurrency) != (mine.rate, mine.concurrency)
         if differs and handler not in self._warned:
