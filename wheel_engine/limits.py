@@ -313,7 +313,7 @@ class Gate:
 class Limits:
     """The gates of one engine's limited handlers, by handler name."""
 
-    __slots__ = ("_clock", "_events", "_queue", "_starts", "gates")
+    __slots__ = ("_clock", "_events", "_queue", "_starts", "cluster", "gates")
 
     def __init__(self, clock: Clock, events: EventBus, queue: deque[Timer], starts: Starts) -> None:
         self._clock = clock
@@ -321,6 +321,7 @@ class Limits:
         self._queue = queue
         self._starts = starts
         self.gates: dict[str, Gate] = {}  # empty while no handler is limited: one test per start
+        self.cluster: frozenset[str] = frozenset()  # scope "cluster": parts apart (start_parts)
 
     def configure(self, name: str, limits: HandlerLimits | None) -> None:
         """Handler ``name`` is (re-)registered with ``limits``."""
@@ -338,6 +339,7 @@ class Limits:
             gate.configure(limits)
         # Only while a handler is limited: the starter's fast paths need no seam otherwise.
         self._starts.admit = self.admit_and_take if self.gates else None
+        self.cluster = frozenset(n for n, g in self.gates.items() if g.limits.scope == "cluster")
 
     def arrive(self, timer: Timer, now: float) -> bool:
         """A due timer, off the trigger: True if its handler is limited and its gate took it
