@@ -9,7 +9,11 @@ starter's queue:
   (``Limits.release``: that slot is the cluster's too);
 - **row**: another node's claim of the handler held its row (for one round trip). An attempt
   ending here frees a slot and says nothing about the row, so it never ends this hold: asking
-  again at once would find the row still held, and each such claim is a round trip.
+  again at once would find the row still held, and each such claim is a round trip. The row
+  counts as held too while **this node's** claim of the handler is on its way
+  (``ClusterHold.claims``): a second claim sent meanwhile would find it held by the first, and
+  its timers would be refused and wait out a ``ROW_RETRY`` for nothing; the first's answer
+  wakes the line. Both count in ``stats()``'s ``waiting_row``.
 
 In memory and on SQLite no hold is ever set (``"cluster"`` is refused there).
 """
@@ -23,11 +27,12 @@ class ClusterHold:
     """Until when a gate waits for a free slot of the cluster and for its row, on the node's
     clock (0.0: not held)."""
 
-    __slots__ = ("row_until", "slot_until")
+    __slots__ = ("claims", "row_until", "slot_until")
 
     def __init__(self) -> None:
         self.slot_until = 0.0
         self.row_until = 0.0
+        self.claims = 0  # this node's claims of the handler on their way to the database
 
     def until(self) -> float:
         """When both holds have ended."""
@@ -35,7 +40,7 @@ class ClusterHold:
 
     def blocking(self, now: float) -> str | None:
         """What holds the gate at ``now``: ``"row"``, ``"slot"``, or None."""
-        if now < self.row_until:
+        if self.claims or now < self.row_until:
             return "row"
         if now < self.slot_until:
             return "slot"

@@ -7,9 +7,11 @@ through its row in the database (:mod:`wheel_engine.nodes.limited`), a round tri
 that may refuse them; were they committed with the rest of the group, every other timer of the
 group would start only once that claim answered. So while such a handler is registered, a
 group is split (:func:`split_group`) into the **plain part** (every handler not limited across
-the cluster, successors included: they go with their predecessor's part) and **one part per
-cluster-limited handler**; each part is committed, refused in part, given back on failure and
-run on its own, as soon as its own claim answers.
+the cluster) and **one part per cluster-limited handler**; each part is committed, refused in
+part, given back on failure and run on its own, as soon as its own claim answers. Successors
+(#25) go with their predecessor's part: recurring's occurrences, the only timers with one, run
+under a derived handler that has no limits, so they are always in the plain part (a limited
+claim inserts no successor).
 
 The test of whether to split is one of a set's truth (``Limits.cluster``): the groups of every
 other engine never pay for the split.

@@ -8,6 +8,7 @@ that way); and a claim that found the row held by another claim learns nothing f
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from typing import Any, cast
 
@@ -18,7 +19,7 @@ from wheel_engine.limit_options import HandlerLimits
 from wheel_engine.limits import Limits
 from wheel_engine.nodes.limited import ROW_RETRY, ClusterLimiter
 from wheel_engine.testing import VirtualClock
-from wheel_engine.timer import QUEUED, Timer
+from wheel_engine.timer import DETACHED, QUEUED, Timer
 from wheel_engine.timers import TimerTable
 
 RATE = 100.0
@@ -128,3 +129,34 @@ async def test_an_attempt_ending_frees_a_slot_but_not_the_row_another_claim_hold
     assert gate.describe()["waiting_row"] == 1
     await clock.advance(ROW_RETRY)
     assert list(queue) == [refused]  # asked about again once the row's hold is over
+
+
+async def test_no_more_of_the_line_moves_to_the_queue_while_the_nodes_own_claim_is_on_its_way() -> (
+    None
+):
+    """While this node's claim of the handler is on its way, a second one would find the row
+    held by the first and be refused: the gate moves nothing more to the starter's queue until
+    the first answers, then at once."""
+    answer = asyncio.Event()
+
+    class _SlowStore(_Store):
+        async def claim_limited(
+            self, handler: str, *limits_and_requests: Any, write: bool
+        ) -> LimitedClaim:
+            await answer.wait()
+            return self.reply
+
+    limiter, limits, queue, _, clock = _node(_reply(tokens=float(RATE)))
+    limiter._store = cast(PostgresStore, _SlowStore(_reply(tokens=float(RATE))))
+    queue.clear()
+    for timer in limits.gates["a"].woken:
+        timer.where = DETACHED  # the moved ones were taken
+    claim = asyncio.ensure_future(limiter.claim("a", []))
+    await asyncio.sleep(0)
+    late = Timer("late", MOVED + 1, "a", clock.time(), None)
+    late.where = QUEUED
+    limits.arrive(late, clock.time())
+    assert list(queue) == [] and limits.gates["a"].describe()["waiting_row"] == 1
+    answer.set()
+    await claim
+    assert list(queue) == [late]  # the answer wakes the line

@@ -97,17 +97,23 @@ class ClusterLimiter:
         assert gate is not None  # part_handler() named only those
         limits = gate.limits
         write = self._written.get(handler) != limits
-        reply = await self._store.claim_limited(
-            handler, cluster_limits(limits), requests, write=write
-        )
+        gate.hold.claims += 1  # no more of its line is moved to the queue until it answers
+        try:
+            reply = await self._store.claim_limited(
+                handler, cluster_limits(limits), requests, write=write
+            )
+        finally:
+            gate.hold.claims -= 1
         if reply.row_busy:
             # Another node's claim held the row: this one waited for nothing and learnt
             # nothing (a registration not written yet is written with the next claim).
             gate.hold.row_until = self._clock.time() + ROW_RETRY
-            return reply
-        if write:
-            self._written[handler] = limits
-        self._learn(handler, gate, reply)
+        else:
+            if write:
+                self._written[handler] = limits
+            self._learn(handler, gate, reply)
+        if gate.stalled():  # parked while the claim was on its way: asked about now
+            gate.wake()
         return reply
 
     def _learn(self, handler: str, gate: Gate, reply: LimitedClaim) -> None:
