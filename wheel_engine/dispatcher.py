@@ -2,7 +2,7 @@
 
 :class:`Dispatcher` takes the due timers the trigger hands it (:meth:`Dispatcher.enqueue`),
 keeps them in its :class:`~wheel_engine.starting.StartQueue` until a group can start, has the
-group's attempts committed (by part: :mod:`.start_parts`), and runs each attempt one of 3 ways:
+group's attempts committed (in parts: :mod:`.start_parts`), and runs each in one of three ways:
 
 - **inline**: in memory with nobody listening and nothing queued, plain handlers run off the
   trigger's batch or the queue's head, each charged as it starts (:mod:`wheel_engine.inline`);
