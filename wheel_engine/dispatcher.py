@@ -2,7 +2,7 @@
 
 :class:`Dispatcher` takes the due timers the trigger hands it (:meth:`Dispatcher.enqueue`),
 keeps them in its :class:`~wheel_engine.starting.StartQueue` until a group can start, has the
-group's attempts committed, and runs each attempt in one of three ways:
+group's attempts committed (in parts: :mod:`.start_parts`), and runs each in one of three ways:
 
 - **inline**: in memory with nobody listening and nothing queued, plain handlers run off the
   trigger's batch or the queue's head, each charged as it starts (:mod:`wheel_engine.inline`);
@@ -42,6 +42,7 @@ from wheel_engine.inline import InlineRunner
 from wheel_engine.limits import Limits
 from wheel_engine.outcomes import Outcomes
 from wheel_engine.plain_group import run_plain_group
+from wheel_engine.start_parts import split_group
 from wheel_engine.starting import INLINE_BATCH, StartQueue
 from wheel_engine.stats import Counters
 from wheel_engine.storage import Claims
@@ -93,12 +94,10 @@ class Dispatcher:
         self._max_concurrency = max_concurrency
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots = 0  # worker slots taken: attempts committing for, or running on, a worker
-        self._inline_starting = False  # a group of plain handlers is committing or running
+        self._inline_starting = False  # a plain part's plain handlers are committing or running
         self._start_soon = False  # a start_queued callback is scheduled
         self._attempt_commits = 0  # groups whose attempts are being committed
         self._instant = True  # the sink's commits are done at once: read at start()
-        self._go: deque[Timer] = deque()  # attempt committed, waiting for a worker task
-        self._top_up_soon = False  # a _top_up callback is scheduled
         self._outcomes = outcomes = Outcomes(
             table, commits, stats, clock, events, arm=arm, max_error_bytes=max_error_bytes
         )
@@ -106,7 +105,7 @@ class Dispatcher:
         self.limits = Limits(clock, events, self._ready, self)  # sets admit while one is limited
         self._queue = StartQueue(table, outcomes, clock, self._ready, self.limits)
         self._runner = InlineRunner(table, outcomes, stats, events)
-        self.pool = WorkerPool(table.handlers)
+        self.pool = WorkerPool(table.handlers, self._worker, max_concurrency)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start taking due timers, the store open (its sink installed in the commits)."""
@@ -155,12 +154,28 @@ class Dispatcher:
         if not inline and not pooled:
             return
         self.idle.clear()
-        if self._instant:  # the group's claim succeeds at once: no attempt records to write
-            self._run_group(inline, pooled)
+        cluster = self.limits.cluster  # PostgreSQL only: no other engine splits a group
+        if not cluster:
+            self._start_part(inline, pooled, True)
+            return
+        for part in split_group(inline, pooled, cluster):
+            self._start_part(part.inline, part.pooled, part.plain)
+
+    def _start_part(self, inline: list[Timer], pooled: list[Timer], plain: bool) -> None:
+        """Commit a part of the group just taken (:mod:`wheel_engine.start_parts`) and run it
+        once its own claim answers; where commits are done at once, run it now. Only the plain
+        part's plain handlers are the inline group under way: no other part holds one back."""
+        held = plain and bool(inline)  # it holds _inline_starting until its handlers ran
+        if held:
+            self._inline_starting = True
+        if self._instant:  # the part's claim succeeds at once: no attempt records to write
+            self._run_group(inline, pooled, held)
             return
         self._attempt_commits += 1
         committed = self._queue.submit_attempts(self._commits, inline, pooled)
-        committed.add_done_callback(lambda future: self._attempts_committed(future, inline, pooled))
+        committed.add_done_callback(
+            lambda future: self._attempts_committed(future, inline, pooled, held)
+        )
 
     def _inline_now(self) -> bool:
         """True when plain handlers may run at once, off the general path (:mod:`.inline`): in
@@ -181,8 +196,6 @@ class Dispatcher:
         inline, pooled = self._queue.take(free, inline_room, suspect_may_start, self.admit)
         self.running += len(inline) + len(pooled)
         self._slots += len(pooled)
-        if inline:
-            self._inline_starting = True
         return inline, pooled
 
     def suspect_started(self) -> None:
@@ -201,90 +214,70 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ committed groups
     def _attempts_committed(
-        self, future: asyncio.Future[Claims | None], inline: list[Timer], pooled: list[Timer]
-    ) -> None:
+        self, future: asyncio.Future[Claims | None], inline: list[Timer], pooled: list[Timer],
+        held: bool,
+    ) -> None:  # fmt: skip
+        """``held``: the part holds the inline group under way (``_inline_starting``)."""
         self._attempt_commits -= 1
         if future.cancelled() or future.exception() is not None:
-            self._attempts_failed(future, inline, pooled)
+            self._attempts_failed(future, inline, pooled, held)
             return
         claims: Claims | None = future.result()
         if claims is not None:  # a store that may refuse attempts (PostgreSQL): see storage
             kept_inline, kept_pooled = self._queue.claimed(claims, inline, pooled)
             self.running -= len(inline) - len(kept_inline) + len(pooled) - len(kept_pooled)
             self._slots -= len(pooled) - len(kept_pooled)
-            if inline and not kept_inline:  # the inline group ended before it began
-                self._inline_starting = False
+            if held and not kept_inline:  # the inline group ended before it began
+                self._inline_starting = held = False
                 self.start_later()
             inline, pooled = kept_inline, kept_pooled
         if self.closing:  # not run: they fire again after the next start
-            self._inline_starting = False
-            self._queue.alone = None
-            self.running -= len(inline) + len(pooled)
-            self._slots -= len(pooled)
-            self.check_idle()
+            self._not_run(inline, pooled, held)
             return
-        self._run_group(inline, pooled)
+        self._run_group(inline, pooled, held)
         if not inline and not self._attempt_commits:
             self.start_later()  # a crash suspect may be waiting for no commit in flight
 
     def _attempts_failed(
-        self, future: asyncio.Future[Any], inline: list[Timer], pooled: list[Timer]
+        self, future: asyncio.Future[Any], inline: list[Timer], pooled: list[Timer], held: bool
     ) -> None:
-        """The group's attempt commit failed: its timers go back into the wheel, uncharged."""
+        """The part's attempt commit failed: its timers go back into the wheel, uncharged."""
         error = "cancelled" if future.cancelled() else future.exception()
-        log_attempts_failure(
-            inline or pooled, len(inline) + len(pooled), error, JOURNAL_RETRY_DELAY
-        )
-        self._inline_starting = False
+        timers = [*inline, *pooled]
+        log_attempts_failure(timers, len(timers), error, JOURNAL_RETRY_DELAY)
+        self._queue.give_back(timers, self._clock.time() + JOURNAL_RETRY_DELAY)
+        self._not_run(inline, pooled, held)
+        self._arm()
+
+    def _not_run(self, inline: list[Timer], pooled: list[Timer], held: bool) -> None:
+        """The part's attempts will not run here: their slots are free, its inline group ended."""
+        if held:
+            self._inline_starting = False
         self._queue.alone = None
         self._slots -= len(pooled)
         self.running -= len(inline) + len(pooled)
-        self._queue.give_back([*inline, *pooled], self._clock.time() + JOURNAL_RETRY_DELAY)
         self.check_idle()
-        self._arm()
 
-    def _run_group(self, inline: list[Timer], pooled: list[Timer]) -> None:
-        """A group's attempts are committed: run the plain ones now, hand the rest to workers."""
+    def _run_group(self, inline: list[Timer], pooled: list[Timer], held: bool) -> None:
+        """A part's attempts are committed: run the plain ones now, hand the rest to workers."""
         self.running -= len(inline)
         if inline:
             run_plain_group(
                 inline, self._handlers, self._outcomes, self._stats, self._events, self._clock
             )
             self.limits.release_all(inline)
-            self._inline_starting = False
+            if held:
+                self._inline_starting = False
             self._queue.alone = None
             if self._instant:
                 self.start_later()  # the next group in a callback of its own: others interleave
             else:
                 self.start_queued()  # its attempts join this group's acks in one commit
         if pooled:
-            self._go.extend(pooled)
-            if not self.pool.tasks:
-                self._spawn(1)
-            if not self._top_up_soon:
-                self._top_up_soon = True
-                assert self._loop is not None
-                self._loop.call_soon(self._top_up)
+            self.pool.hand(pooled)
         self.check_idle()
 
     # ------------------------------------------------------------------ worker tasks
-    def _top_up(self) -> None:
-        """As many more worker tasks as attempts still wait, up to ``max_concurrency`` in all.
-
-        One task is started at once if none is alive; more only one loop turn later, if some
-        attempts still wait (the tasks alive are all suspended in handlers): a handler that
-        returns without suspending lets one task run the whole line, with no task per firing.
-        """
-        self._top_up_soon = False
-        self._spawn(min(self._max_concurrency - len(self.pool.tasks), len(self._go)))
-
-    def _spawn(self, count: int) -> None:
-        tasks = self.pool.tasks
-        for _ in range(count):
-            task = asyncio.ensure_future(self._worker())
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
     async def _worker(self) -> None:
         """Run committed attempts. One task serves many firings; it ends when none is left.
 
@@ -295,7 +288,7 @@ class Dispatcher:
         task = asyncio.current_task()
         assert task is not None and self._loop is not None
         worker = Worker(task)
-        go = self._go
+        go = self.pool.go
         handlers = self._handlers
         clock = self._clock
         queue = self._queue
@@ -378,15 +371,15 @@ class Dispatcher:
         if pooled:
             self.running += 1
             self._slots += 1
-            self._go.append(pooled[0])  # the worker whose slot freed takes it next
+            self.pool.go.append(pooled[0])  # the worker whose slot freed takes it next
         else:
             self.start_queued()
 
     def drop_unstarted(self) -> None:
         """close(): attempts committed but not started are not run (they are charged, and run
         again after the next start); queued timers stay PENDING, never charged."""
-        dropped = len(self._go)
-        self._go.clear()
+        dropped = len(self.pool.go)
+        self.pool.go.clear()
         self.running -= dropped
         self._slots -= dropped
         self.check_idle()

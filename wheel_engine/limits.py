@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol
 
 from wheel_engine.clock import Cancellable, Clock
+from wheel_engine.cluster_hold import ClusterHold
 from wheel_engine.events import EventBus
 from wheel_engine.limit_options import HandlerLimits
 from wheel_engine.limit_queue import WaitingLine
@@ -74,7 +75,7 @@ class Gate:
         "blocked_on",
         "bucket",
         "concurrency",
-        "held_until",
+        "hold",
         "limits",
         "name",
         "parked",
@@ -102,8 +103,8 @@ class Gate:
         self.parked = WaitingLine()  # waiting here, in (due, version) order
         self.woken: deque[Timer] = deque()  # moved to the starter's queue, not taken yet
         self.throttled = 0  # timers parked since start (each time one had to wait)
-        self.blocked_on = "slot"  # what the line waits for: "slot" or "token"
-        self.held_until = 0.0  # cluster scope: no slot free in the cluster, try again then
+        self.blocked_on = "slot"  # what the line waits for: "slot", "token" or "row"
+        self.hold = ClusterHold()  # cluster scope: the database refused for a while
         self.limits = limits
         self.concurrency: int | None = None
         self.bucket: TokenBucket | None = None
@@ -190,8 +191,8 @@ class Gate:
         if room <= 0:
             if self.blocked_on == "token":
                 self._wake_at_refill()
-            elif self.held_until > now:
-                self._wake_handle = self._clock.call_at(self.held_until, self.wake)
+            elif self.hold.until() > now:
+                self._wake_handle = self._clock.call_at(self.hold.until(), self.wake)
             return  # else a release wakes the line
         parked = self.parked
         queue = self._queue
@@ -236,23 +237,21 @@ class Gate:
         return len(self.parked)
 
     def describe(self) -> dict[str, Any]:
-        waiting = self.waiting()
-        slot = waiting if self.blocked_on == "slot" else 0
-        return {
-            **self.limits.describe(),
-            "running": self.running,
-            "waiting_slot": slot,
-            "waiting_token": waiting - slot,
-            "throttled": self.throttled,
-        }
+        """Its limits, running, waiting by what the line waits for, throttled."""
+        figures = {**self.limits.describe(), "running": self.running}
+        figures.update(dict.fromkeys(("waiting_slot", "waiting_token", "waiting_row"), 0))
+        figures[f"waiting_{self.blocked_on}"] = self.waiting()
+        figures["throttled"] = self.throttled
+        return figures
 
     # ------------------------------------------------------------------ the line
     def _room(self, now: float) -> int:
         """How many may be moved to the starter's queue now, at most ``WAKE_BATCH`` (and what
         the line waits for, when none)."""
         room = WAKE_BATCH
-        if now < self.held_until:
-            self.blocked_on = "slot"
+        held = self.hold.blocking(now)
+        if held is not None:
+            self.blocked_on = held
             return 0
         if self.concurrency is not None:
             room = min(room, self.concurrency - self.running)
@@ -314,7 +313,7 @@ class Gate:
 class Limits:
     """The gates of one engine's limited handlers, by handler name."""
 
-    __slots__ = ("_clock", "_events", "_queue", "_starts", "gates")
+    __slots__ = ("_clock", "_events", "_queue", "_starts", "cluster", "gates")
 
     def __init__(self, clock: Clock, events: EventBus, queue: deque[Timer], starts: Starts) -> None:
         self._clock = clock
@@ -322,6 +321,7 @@ class Limits:
         self._queue = queue
         self._starts = starts
         self.gates: dict[str, Gate] = {}  # empty while no handler is limited: one test per start
+        self.cluster: frozenset[str] = frozenset()  # scope "cluster": parts apart (start_parts)
 
     def configure(self, name: str, limits: HandlerLimits | None) -> None:
         """Handler ``name`` is (re-)registered with ``limits``."""
@@ -339,6 +339,7 @@ class Limits:
             gate.configure(limits)
         # Only while a handler is limited: the starter's fast paths need no seam otherwise.
         self._starts.admit = self.admit_and_take if self.gates else None
+        self.cluster = frozenset(n for n, g in self.gates.items() if g.limits.scope == "cluster")
 
     def arrive(self, timer: Timer, now: float) -> bool:
         """A due timer, off the trigger: True if its handler is limited and its gate took it
@@ -353,7 +354,7 @@ class Limits:
         """``timer``'s attempt ended: its handler's slot is free."""
         gate = self.gates.get(timer.handler) if self.gates else None
         if gate is not None:
-            gate.held_until = 0.0  # a slot of the cluster's is free: this one
+            gate.hold.slot_until = 0.0  # a slot of the cluster's is free: this one
             gate.release()
 
     def release_all(self, timers: Iterable[Timer]) -> None:

@@ -201,7 +201,7 @@ def _limit_families(p: str, limits: dict[str, dict[str, Any]]) -> Iterator[Metri
     )
     waiting = GaugeMetricFamily(
         f"{p}_handler_waiting",
-        "Due timers of a limited handler waiting, PENDING and uncharged, for a slot or a token.",
+        "Due timers of a limited handler waiting, uncharged, for a slot, a token or its row.",
         labels=["handler", "reason"],
     )
     throttled = CounterMetricFamily(
@@ -213,6 +213,7 @@ def _limit_families(p: str, limits: dict[str, dict[str, Any]]) -> Iterator[Metri
         running.add_metric([handler], float(figures["running"]))
         waiting.add_metric([handler, "slot"], float(figures["waiting_slot"]))
         waiting.add_metric([handler, "token"], float(figures["waiting_token"]))
+        waiting.add_metric([handler, "row"], float(figures["waiting_row"]))  # cluster scope
         throttled.add_metric([handler], float(figures["throttled"]))
     yield running
     yield waiting

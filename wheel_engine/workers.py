@@ -2,14 +2,17 @@
 
 :class:`WorkerPool` holds the worker tasks alive and the thread handlers' futures, runs a
 thread handler's call, and stops a running attempt (:meth:`WorkerPool.interrupt`: a handler's
-timeout, a cancel). It keeps no count and decides nothing about what runs next: the worker
-tasks themselves, and the slots they take, are :class:`~wheel_engine.dispatcher.Dispatcher`'s.
+timeout, a cancel). It keeps no count and decides nothing about what runs next: it hands
+the attempts the dispatcher committed (:meth:`WorkerPool.hand`) to worker tasks in order, starting
+tasks as needed; the worker loop itself, and the slots, are
+:class:`~wheel_engine.dispatcher.Dispatcher`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from wheel_engine.handlers import HandlerSpec
@@ -24,8 +27,17 @@ class WorkerPool:
     ``tasks`` are the worker tasks alive, ``threads`` the futures of thread handlers running.
     """
 
-    def __init__(self, handlers: dict[str, HandlerSpec]) -> None:
+    def __init__(
+        self,
+        handlers: dict[str, HandlerSpec],
+        work: Callable[[], Coroutine[Any, Any, None]],
+        max_concurrency: int,
+    ) -> None:
         self.tasks: set[asyncio.Task[None]] = set()
+        self.go: deque[Timer] = deque()  # attempts committed, waiting for a worker task
+        self._work = work  # a worker task's loop: serves committed attempts until none is left
+        self._max_concurrency = max_concurrency
+        self._top_up_soon = False  # a _top_up callback is scheduled
         self.threads: set[asyncio.Future[Any]] = set()
         self._handlers = handlers
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -36,6 +48,34 @@ class WorkerPool:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+
+    def hand(self, committed: list[Timer]) -> None:
+        """Attempts committed, to run on worker tasks in this order (:attr:`go`)."""
+        self.go.extend(committed)
+        if not self.tasks:
+            self.spawn(1)
+        if not self._top_up_soon:
+            self._top_up_soon = True
+            assert self._loop is not None
+            self._loop.call_soon(self._top_up)
+
+    def _top_up(self) -> None:
+        """As many more worker tasks as attempts still wait, up to ``max_concurrency`` in all.
+
+        One task is started at once if none is alive; more only one loop turn later, if some
+        attempts still wait (the tasks alive are all suspended in handlers): a handler that
+        returns without suspending lets one task run the whole line, with no task per firing.
+        """
+        self._top_up_soon = False
+        self.spawn(min(self._max_concurrency - len(self.tasks), len(self.go)))
+
+    def spawn(self, count: int) -> None:
+        """Start ``count`` more worker tasks."""
+        tasks = self.tasks
+        for _ in range(count):
+            task = asyncio.ensure_future(self._work())
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
 
     async def cancel_all(self) -> None:
         """Shutdown: cancel every worker task (their attempts are not acknowledged), wait."""

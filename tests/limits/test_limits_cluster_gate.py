@@ -8,6 +8,7 @@ that way); and a claim that found the row held by another claim learns nothing f
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from typing import Any, cast
 
@@ -18,7 +19,7 @@ from wheel_engine.limit_options import HandlerLimits
 from wheel_engine.limits import Limits
 from wheel_engine.nodes.limited import ROW_RETRY, ClusterLimiter
 from wheel_engine.testing import VirtualClock
-from wheel_engine.timer import QUEUED, Timer
+from wheel_engine.timer import DETACHED, QUEUED, Timer
 from wheel_engine.timers import TimerTable
 
 RATE = 100.0
@@ -87,8 +88,75 @@ async def test_a_claim_that_found_the_row_held_waits_and_learns_nothing() -> Non
     tokens = gate.bucket.tokens
     limiter._written.clear()  # a registration the row has not seen yet
     await limiter.claim("a", [])
-    assert gate.held_until == clock.time() + ROW_RETRY  # asked again a moment later
+    assert gate.hold.row_until == clock.time() + ROW_RETRY  # asked again a moment later
     assert gate.bucket.tokens == tokens  # the reply read nothing of the row
     assert limiter.seen == {}
     await limiter.claim("a", [])
     assert store.writes == [True, True]  # the limits go with the next claim that holds it
+
+
+def _taken(limits: Limits, queue: deque[Timer], timer: Timer, now: float) -> None:
+    """``timer`` arrives, is admitted at the queue's head and charged, as the starter does."""
+    timer.where = QUEUED
+    limits.arrive(timer, now)
+    assert queue.popleft() is timer and limits.admit_and_take(timer, None)
+    timer.charge(now)
+
+
+async def test_an_attempt_ending_frees_a_slot_but_not_the_row_another_claim_holds() -> None:
+    """An attempt of the handler ending here frees a slot; it says nothing about the row that
+    another node's claim holds: the timer the row refused waits out ``ROW_RETRY`` all the same
+    (before, the end of any attempt ended that hold too, and the next claim found the row held
+    again, a round trip for nothing)."""
+    clock = VirtualClock()
+    queue: deque[Timer] = deque()
+    limits = Limits(clock, EventBus(), queue, _Starter())
+    limits.configure("a", HandlerLimits(2, None, None, "cluster"))  # a cap: a slot is freed
+    table = TimerTable({}, tick=0.001, retention=60.0, max_retained=10)
+    store = cast(PostgresStore, _Store(_reply(tokens=None, row_busy=True)))
+    limiter = ClusterLimiter(store, limits, table, clock)
+    now = clock.time()
+    ran = Timer("ran", 1, "a", now, None)
+    refused = Timer("refused", 2, "a", now, None)
+    _taken(limits, queue, ran, now)  # its attempt runs on this node
+    _taken(limits, queue, refused, now)
+    await limiter.claim("a", [])  # ... claimed beside another node's claim that held the row
+    refused.uncharge()
+    assert limiter.put_back(refused)  # back into the line, uncharged
+    gate = limits.gates["a"]
+    limits.release(ran)  # the attempt ends: a slot is free, the row is still held
+    assert list(queue) == [] and gate.waiting() == 1
+    assert gate.describe()["waiting_row"] == 1
+    await clock.advance(ROW_RETRY)
+    assert list(queue) == [refused]  # asked about again once the row's hold is over
+
+
+async def test_no_more_of_the_line_moves_to_the_queue_while_the_nodes_own_claim_is_on_its_way() -> (
+    None
+):
+    """While this node's claim of the handler is on its way, a second one would find the row
+    held by the first and be refused: the gate moves nothing more to the starter's queue until
+    the first answers, then at once."""
+    answer = asyncio.Event()
+
+    class _SlowStore(_Store):
+        async def claim_limited(
+            self, handler: str, *limits_and_requests: Any, write: bool
+        ) -> LimitedClaim:
+            await answer.wait()
+            return self.reply
+
+    limiter, limits, queue, _, clock = _node(_reply(tokens=float(RATE)))
+    limiter._store = cast(PostgresStore, _SlowStore(_reply(tokens=float(RATE))))
+    queue.clear()
+    for timer in limits.gates["a"].woken:
+        timer.where = DETACHED  # the moved ones were taken
+    claim = asyncio.ensure_future(limiter.claim("a", []))
+    await asyncio.sleep(0)
+    late = Timer("late", MOVED + 1, "a", clock.time(), None)
+    late.where = QUEUED
+    limits.arrive(late, clock.time())
+    assert list(queue) == [] and limits.gates["a"].describe()["waiting_row"] == 1
+    answer.set()
+    await claim
+    assert list(queue) == [late]  # the answer wakes the line

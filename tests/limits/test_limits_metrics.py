@@ -26,5 +26,6 @@ async def test_waiting_running_and_throttled_are_exported_per_handler() -> None:
         assert 'wheel_engine_handler_running{handler="slow"} 2.0' in text
         assert 'wheel_engine_handler_waiting{handler="slow",reason="slot"} 3.0' in text
         assert 'wheel_engine_handler_waiting{handler="slow",reason="token"} 0.0' in text
+        assert 'wheel_engine_handler_waiting{handler="slow",reason="row"} 0.0' in text
         assert 'wheel_engine_handler_throttled_total{handler="slow"} 3.0' in text
         await engine.close(grace=0)

@@ -2,11 +2,12 @@
 
 The journal holds what was committed; the running engine alone knows its per-handler limits
 (they are registration-time code, never written to the journal), how many attempts run now and
-how many due timers wait for a slot or a token. ``status`` asks the engine through its admin
-socket (``Engine(..., admin=True)``) and shows that beside the journal's figures. No engine
-answering is not an error: ``status`` says so and shows the journal alone. A socket that answers
-wrongly (or is not the engine's: :mod:`wheel_engine.admin.client` checks its owner and refuses
-links) is not an error either: ``status`` still reads the journal, and names the refusal.
+how many due timers wait for a slot, a token or (cluster scope) the handler's row. ``status``
+asks the engine through its admin socket (``Engine(..., admin=True)``) and shows that beside the
+journal's figures. No engine answering is not an error: ``status`` says so and shows the journal
+alone. A socket that answers wrongly (or is not the engine's: :mod:`wheel_engine.admin.client`
+checks its owner and refuses links) is not an error either: ``status`` still reads the journal,
+and names the refusal.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ LIMIT_COLUMNS = (
     ("running", "running"),
     ("waiting for a slot", "waiting_slot"),
     ("waiting for a token", "waiting_token"),
+    ("waiting for the row", "waiting_row"),  # cluster scope: another node's claim held it
     ("throttled", "throttled"),
 )
 

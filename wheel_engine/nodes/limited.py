@@ -85,39 +85,35 @@ class ClusterLimiter:
             await self._store.register_limits({n: cluster_limits(h) for n, h in gates.items()})
             self._written.update(gates)
 
-    def split(self, requests: list[Request]) -> tuple[list[Request], dict[str, list[Request]]]:
-        """``requests`` of a start group: those of plain handlers, and by cluster-limited
-        handler those to claim within its row's limits."""
-        if not self._limits.gates:
-            return requests, {}
-        timers = self._table.timers
-        plain: list[Request] = []
-        limited: dict[str, list[Request]] = {}
-        for request in requests:
-            timer = timers.get(request[0])
-            if timer is not None and self.gate_of(timer.handler) is not None:
-                limited.setdefault(timer.handler, []).append(request)
-            else:
-                plain.append(request)
-        return plain, limited
+    def part_handler(self, key: str) -> str | None:
+        """The cluster-limited handler of the start group's part whose first timer is ``key``
+        (asked as the part is submitted), or None: the plain part (``start_parts``)."""
+        timer = self._table.timers.get(key) if self._limits.cluster else None
+        return None if timer is None or self.gate_of(timer.handler) is None else timer.handler
 
     async def claim(self, handler: str, requests: Sequence[Request]) -> LimitedClaim:
         """Claim ``requests`` of ``handler`` through its row; the gate learns the answer."""
         gate = self.gate_of(handler)
-        assert gate is not None  # split() sent only those
+        assert gate is not None  # part_handler() named only those
         limits = gate.limits
         write = self._written.get(handler) != limits
-        reply = await self._store.claim_limited(
-            handler, cluster_limits(limits), requests, write=write
-        )
+        gate.hold.claims += 1  # no more of its line is moved to the queue until it answers
+        try:
+            reply = await self._store.claim_limited(
+                handler, cluster_limits(limits), requests, write=write
+            )
+        finally:
+            gate.hold.claims -= 1
         if reply.row_busy:
             # Another node's claim held the row: this one waited for nothing and learnt
             # nothing (a registration not written yet is written with the next claim).
-            gate.held_until = self._clock.time() + ROW_RETRY
-            return reply
-        if write:
-            self._written[handler] = limits
-        self._learn(handler, gate, reply)
+            gate.hold.row_until = self._clock.time() + ROW_RETRY
+        else:
+            if write:
+                self._written[handler] = limits
+            self._learn(handler, gate, reply)
+        if gate.stalled():  # parked while the claim was on its way: asked about now
+            gate.wake()
         return reply
 
     def _learn(self, handler: str, gate: Gate, reply: LimitedClaim) -> None:
@@ -131,7 +127,7 @@ class ClusterLimiter:
             bucket.tokens = min(float(bucket.burst), tokens)
             bucket.stamp = now
         if reply.blocked_on == "slot":
-            gate.held_until = now + SLOT_RETRY
+            gate.hold.slot_until = now + SLOT_RETRY
         mine = gate.limits
         differs = (reply.rate, reply.concurrency) != (mine.rate, mine.concurrency)
         if differs and handler not in self._warned:

@@ -6,18 +6,18 @@ the outcomes hand it the same records they hand the SQLite journal, and it turns
 :class:`~journal.postgres.PostgresStore` calls, each in a task of its own (the pool runs a few
 at once):
 
-- a group of ``Attempt`` records is one claim statement, sent with the epochs this node holds
-  at that instant; its future's result is a :class:`NodeClaims`, which the starter asks about
-  each timer just before it would start. A claimed one runs only if the lease it was claimed
-  under is **still usable** by this node's monotonic clock (``Leases.usable_at``: the same
-  epoch, before a deadline measured from before the lease's last renewal was sent). The
-  database fenced the claim when the statement ran, but the reply may be handled much later
-  (the node was paused, the loop was busy): a claim whose lease may have lapsed meanwhile is
-  dropped unrun and uncharged, and given back (``unclaim``, fenced by its epoch: a taker's
-  reset has already returned it otherwise). One not due yet by the database's clock goes back
-  into the wheel for the time the database says is left; one the node may not fire now (its
-  lease is near its end) tries again a moment later; one that claimed nothing else leaves the
-  table and, if its partition is still held here, is read again
+- a group of ``Attempt`` records (a start group's part) is one claim statement, sent with the
+  epochs this node holds at that instant; its future's result is a :class:`NodeClaims`, which
+  the starter asks about each timer just before it would start. A claimed one runs only if the
+  lease it was claimed under is **still usable** by this node's monotonic clock
+  (``Leases.usable_at``: the same epoch, before a deadline measured from before the lease's last
+  renewal was sent). The database fenced the claim when the statement ran, but the reply may be
+  handled much later (the node was paused, the loop was busy): a claim whose lease may have
+  lapsed meanwhile is dropped unrun and uncharged, and given back (``unclaim``, fenced by its
+  epoch: a taker's reset has already returned it otherwise). One not due yet by the database's
+  clock goes back into the wheel for the time the database says is left; one the node may not
+  fire now (its lease is near its end) tries again a moment later; one that claimed nothing else
+  leaves the table and, if its partition is still held here, is read again
   (:mod:`wheel_engine.nodes.rereading`): its statement may have run after the lease had lapsed
   in the database, with the row still PENDING; its ``successors`` (#25) commit with it;
 - outcomes go through the :class:`~wheel_engine.nodes.outbox.Outbox` (batched, retried).
@@ -39,7 +39,6 @@ from typing import Any, Final
 from journal import Attempt, Record
 from journal.errors import JournalError
 from journal.postgres import AttemptResult, PostgresStore, SuccessorRow
-from journal.postgres.limiting import LimitedClaim
 from wheel_engine.nodes.adopting import Adopter
 from wheel_engine.nodes.limited import ClusterLimiter
 from wheel_engine.nodes.outbox import Claim, Outbox
@@ -227,7 +226,8 @@ class NodeSink:
             raise JournalError(f"PostgreSQL journal is closed: {self.store.where}")
         first = records[0] if records else None
         if isinstance(first, Attempt):
-            return self._spawn(self._attempt(self._requests(records), successors))
+            handler = self.limiter.part_handler(first.key)  # now: the table as it took them
+            return self._spawn(self._attempt(self._requests(records), successors, handler))
         waiter, start = self.outbox.queue(records)
         if start:
             self._spawn(self.outbox.write())
@@ -277,13 +277,16 @@ class NodeSink:
         return requests
 
     async def _attempt(
-        self, requests: list[tuple[str, int, int, int] | str], successors: Sequence[SuccessorRow]
+        self,
+        requests: list[tuple[str, int, int, int] | str],
+        successors: Sequence[SuccessorRow],
+        handler: str | None,
     ) -> NodeClaims:
         unsent = {r for r in requests if isinstance(r, str)}
         sent = [r for r in requests if not isinstance(r, str)]
         keys = [key for key, *_ in sent]
         try:
-            result, refused = await self._claim(sent, successors)
+            result, refused = await self._claim(sent, successors, handler)
         except JournalError:
             # Its commit may have happened: give back whatever it claimed, then fail the group
             # (the starter tries again in a moment). If this fails too, the rows stay RUNNING
@@ -303,32 +306,19 @@ class NodeSink:
         return NodeClaims(self, result, unsent, keys, refused)
 
     async def _claim(
-        self, sent: list[tuple[str, int, int, int]], successors: Sequence[SuccessorRow]
+        self,
+        sent: list[tuple[str, int, int, int]],
+        successors: Sequence[SuccessorRow],
+        handler: str | None,
     ) -> tuple[AttemptResult, set[str]]:
-        """One claim statement for the plain handlers' requests and one per cluster-limited
-        handler's (:mod:`.limited`), all sent at once, all answered before any error is raised
-        (so the give-back after a failure comes after every commit); their answers merged, and
-        the keys the limits refused."""
-        plain, limited = self.limiter.split(sent)
-        if not limited:
-            return await self.store.claim(plain, successors), set()
-        calls = [self.limiter.claim(handler, group) for handler, group in limited.items()]
-        plain_call = self.store.claim(plain, successors)
-        replies = await asyncio.gather(plain_call, *calls, return_exceptions=True)
-        for reply in replies:
-            if isinstance(reply, BaseException):
-                raise reply
-        first, *others = replies
-        assert isinstance(first, AttemptResult)
-        claimed, early, db_now = list(first.claimed), list(first.early), first.db_now
-        refused: set[str] = set()
-        for other in others:
-            assert isinstance(other, LimitedClaim)
-            claimed += other.result.claimed
-            early += other.result.early
-            db_now = db_now or other.result.db_now
-            refused.update(other.refused)
-        return AttemptResult(claimed, early, db_now, first.chained), refused
+        """One start group's part (:mod:`wheel_engine.start_parts`) in one claim statement:
+        cluster-limited ``handler``'s through its row (:mod:`.limited`), the plain part's
+        (``handler`` None) with its ``successors``; its answer, and the keys the limits refused.
+        Recurring's occurrences, the only timers with successors, are never limited."""
+        if handler is None or not sent:
+            return await self.store.claim(sent, successors), set()
+        reply = await self.limiter.claim(handler, sent)
+        return reply.result, set(reply.refused)
 
     def _settle_all(self, keys: list[str]) -> None:
         for key in keys:
