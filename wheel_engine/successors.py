@@ -33,7 +33,7 @@ import asyncio
 import functools
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from journal import Record, Schedule
 from wheel_engine.clock import Clock
@@ -77,9 +77,11 @@ class Successors:
         commits: Commits,
         events: EventBus,
         clock: Clock,
-        node: NodeSink | None = None,
+        shared: bool = False,
     ) -> None:
-        self._node = node  # PostgreSQL: the node's sink, which claims with successors
+        #: PostgreSQL: the node's sink (``commits.journal``) claims with successors; it is read
+        #: as each group is submitted, since this may be made before the node installs it
+        self._shared = shared
         self._table = table
         self._scheduler = scheduler
         self._commits = commits
@@ -119,8 +121,8 @@ class Successors:
     def submit(self, records: list[Record], made: Planned) -> asyncio.Future[Any]:
         """Submit a group's attempt ``records`` with its planned successors ``made``, in one
         commit (never raises, as ``Commits.submit``); they are placed once it is done."""
-        if self._node is not None:
-            return self._claim_with(self._node, records, made)
+        if self._shared:
+            return self._claim_with(cast(NodeSink, self._commits.journal), records, made)
         timers = self._versioned(made)
         now = self._clock.time()
         for timer in timers:
