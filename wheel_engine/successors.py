@@ -177,14 +177,14 @@ class Successors:
         """A claim's answer: its plans are done with, and each successor it really inserted
         (not one another run had inserted already) is ``scheduled``, as on the other engines."""
         self._planned.difference_update(keys)
-        events = self._events
-        if not events.active or future.cancelled() or future.exception() is not None:
+        if not self._events.active or future.cancelled() or future.exception() is not None:
             return
-        timers, now = self._table.timers, self._clock.time()
+        timers, placed = self._table.timers, []
         for row in future.result().chained:
             timer = timers.get(row.key)
             if timer is not None and timer.version == row.version:  # as the sink placed it
-                events.scheduled(timer, now)
+                placed.append(timer)
+        self._announce(placed)
 
     def _committed(self, made: list[Timer], future: asyncio.Future[Any]) -> None:
         if future.cancelled() or future.exception() is not None:
@@ -205,6 +205,10 @@ class Successors:
             placed.append(timer)
         if arm:
             self._scheduler._arm()
+        self._announce(placed)
+
+    def _announce(self, placed: Iterable[Timer]) -> None:
+        """Each successor just placed is ``scheduled``, once, as any schedule's timer is."""
         events = self._events
         if events.active:
             now = self._clock.time()
