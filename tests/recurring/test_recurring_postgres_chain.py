@@ -149,3 +149,34 @@ async def test_after_a_takeover_the_first_occurrence_commits_its_successor_with_
     ours = [(key, there) for node, key, there in claims if node == "b"]
     assert len(ours) >= 4 and all(there for _, there in ours), ours
     assert from_handlers == []
+
+
+async def test_a_refused_claim_leaves_no_successor_planned(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first claim of an occurrence is refused (as when another node holds its row: here
+    it is put back PENDING, as a takeover would). Its successor's plan ends with that answer,
+    so the occurrence's next claim carries the successor again; one left planned would make
+    every later claim of it go without, and its handler commit it instead."""
+    from journal.postgres import firing
+    from journal.postgres.states import PENDING_CODE
+
+    real = firing._attempt
+    refused: list[str] = []
+
+    async def refusing(conn: Any, node: str, requests: Any) -> Any:
+        result = await real(conn, node, requests)
+        keys = [c.key for c in result.claimed if occurrence_of(c.key)]
+        if refused or not keys:
+            return result
+        refused.extend(keys)
+        await conn.execute(
+            "UPDATE wheel_timers SET state = %s WHERE key = ANY(%s)", (PENDING_CODE, keys)
+        )
+        return result._replace(claimed=[c for c in result.claimed if c.key not in keys])
+
+    monkeypatch.setattr(firing, "_attempt", refusing)
+    claims = watch_claims(monkeypatch, pg_url, STEP)
+    fired = await run_series(pg_url, 4)
+    assert refused and refused[0] in {key for key, _ in fired}  # claimed again, and run
+    assert len(claims) >= 4 and all(there for _, _, there in claims), claims
