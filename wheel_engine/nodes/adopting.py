@@ -55,8 +55,9 @@ class RecordWatcher(Protocol):
     def keep(self, row: StoredTimer) -> None:
         """``row`` (of :attr:`handler`, in any state) was read or changed: keep what it says."""
 
-    def needs(self, row: StoredTimer) -> str | None:
-        """The key of the kept row that ``row`` needs before it fires here, if not kept yet."""
+    def needs(self, rows: Iterable[StoredTimer]) -> set[str]:
+        """The keys of the rows to keep that ``rows`` need before they fire here, if not kept
+        yet."""
 
 
 def timer_of(row: StoredTimer) -> Timer:
@@ -104,7 +105,7 @@ class Adopter:
         applied all the same: a timer that finds nothing kept looks it up itself."""
         watcher = self._watcher
         if watcher is not None:
-            wanted = {key for row in rows if (key := watcher.needs(row)) is not None}
+            wanted = watcher.needs(rows)
             if wanted:
                 try:
                     for record in await self._store.lookup_many(sorted(wanted)):
