@@ -1,0 +1,111 @@
+"""Recurring timers on PostgreSQL, the calls that change a series: replace, skip one occurrence,
+and ``catch_up`` once a node comes back after downtime (#25). The virtual-clock tests of these
+run in memory and on SQLite (test_recurring_engine.py); on PostgreSQL a claim is fenced by the
+database's clock, so these run in real time, ``slow``; what they assert is deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import Counter
+
+import pytest
+from pg_cluster import REQUIRED, psycopg
+
+from wheel_engine import Engine, Firing
+from wheel_engine.model import TimerState
+from wheel_engine.recurring.rule import occurrence_key, occurrence_of
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(psycopg is None and not REQUIRED, reason="psycopg is not installed"),
+]
+
+
+def node(pg_url: str, fired: list[tuple[float, float]]) -> Engine:
+    """Node "a" with handler "sweep", which notes (nominal, fired at) of each occurrence."""
+    engine = Engine(pg_url, node="a", lease=1.5, horizon=60.0)
+
+    async def sweep(firing: Firing) -> None:
+        fired.append((occurrence_of(firing.key)[1], time.time()))  # type: ignore[index]
+
+    engine.register("sweep", sweep)
+    return engine
+
+
+async def until(condition: object, patience: float = 20.0) -> None:
+    deadline = time.monotonic() + patience
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"condition not met within {patience} s"
+        await asyncio.sleep(0.02)
+
+
+def once_and_never_early(fired: list[tuple[float, float]]) -> None:
+    counts = Counter(nominal for nominal, _ in fired)
+    assert set(counts.values()) == {1}, counts
+    assert all(at >= nominal for nominal, at in fired)
+
+
+async def test_replacing_the_rule_moves_the_series_to_the_new_one(pg_url: str) -> None:
+    fired: list[tuple[float, float]] = []
+    async with node(pg_url, fired) as engine:
+        first = await engine.schedule_recurring("s", "sweep", every=0.25)
+        await until(lambda: len(fired) >= 3)
+        second = await engine.schedule_recurring("s", "sweep", every=0.4)
+        assert second.version > first.version and second.every == 0.4
+        replaced_at = len(fired)
+        await until(lambda: len(fired) >= replaced_at + 4)
+        assert await engine.cancel_recurring("s", version=second.version)
+    once_and_never_early(fired)
+    assert second.next_due is not None
+    after = sorted(nominal for nominal, _ in fired if nominal >= second.next_due)
+    assert after[0] == second.next_due and len(after) >= 4
+    assert {round(b - a, 6) for a, b in itertools.pairwise(after)} == {0.4}
+    old_grid = {round(first.next_due + 0.25 * n, 6) for n in range(200)}  # type: ignore[operator]
+    assert all(round(nominal, 6) in old_grid for nominal, _ in fired if nominal < second.next_due)
+
+
+async def test_cancelling_one_occurrence_skips_it_only(pg_url: str) -> None:
+    fired: list[tuple[float, float]] = []
+    async with node(pg_url, fired) as engine:
+        info = await engine.schedule_recurring("s", "sweep", every=0.25)
+        await until(lambda: len(fired) >= 2)
+        pending = [t for t in engine.timers(TimerState.PENDING) if t.key.startswith("s@2")]
+        assert len(pending) == 1
+        skipped = occurrence_of(pending[0].key)[1]  # type: ignore[index]
+        assert (await engine.cancel(pending[0].key)).name == "CANCELED"
+        await until(lambda: any(nominal > skipped for nominal, _ in fired))
+        await until(lambda: len([n for n, _ in fired if n > skipped]) >= 3)
+        assert await engine.cancel_recurring("s", version=info.version)
+        skipped_row = await engine.lookup(occurrence_key("s", skipped))
+    once_and_never_early(fired)
+    assert skipped not in {nominal for nominal, _ in fired}
+    assert skipped_row is not None and skipped_row.state is TimerState.CANCELED
+    later = sorted(nominal for nominal, _ in fired if nominal > skipped)
+    assert round(later[0] - skipped, 6) == 0.25  # the next one fired: the series went on
+
+
+async def test_catch_up_latest_fires_the_last_missed_occurrence_once_after_downtime(
+    pg_url: str,
+) -> None:
+    fired: list[tuple[float, float]] = []
+    async with node(pg_url, fired) as engine:
+        await engine.schedule_recurring("s", "sweep", every=0.2, catch_up="latest")
+        await until(lambda: len(fired) >= 2)
+    before = max(nominal for nominal, _ in fired)
+    await asyncio.sleep(1.2)  # about five occurrences missed while no node runs
+    async with node(pg_url, fired) as engine:
+        back = engine._series._chain.started_at  # due before it: missed
+        up_at = time.time()
+        await until(lambda: len([n for n, _ in fired if n > up_at]) >= 2)
+        assert await engine.cancel_recurring("s")
+    once_and_never_early(fired)
+    grid = [before + 0.2 * k for k in range(1, 100)]
+    missed = [nominal for nominal in grid if nominal < back]
+    assert len(missed) >= 5
+    fired_missed = [nominal for nominal, _ in fired if before < nominal < back]
+    assert fired_missed == pytest.approx([missed[-1]]), (fired_missed, missed)  # the latest, once
+    later = sorted(nominal for nominal, _ in fired if nominal >= back)
+    assert later and later[0] == pytest.approx(missed[-1] + 0.2)  # then on, none skipped
