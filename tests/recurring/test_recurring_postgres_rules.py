@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 from pg_cluster import REQUIRED, psycopg
@@ -85,6 +86,41 @@ async def test_cancelling_one_occurrence_skips_it_only(pg_url: str) -> None:
     assert skipped_row is not None and skipped_row.state is TimerState.CANCELED
     later = sorted(nominal for nominal, _ in fired if nominal > skipped)
     assert round(later[0] - skipped, 6) == 0.25  # the next one fired: the series went on
+
+
+async def test_a_cancel_that_lands_while_the_occurrence_is_being_claimed_skips_it_only(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim of the occurrence after the first is held back until its cancel committed:
+    the claim is refused, and the series goes on with the next occurrence (before, the node
+    told nobody of the cancel, as its entry was charged already, and the series stopped)."""
+    from journal.postgres import firing
+
+    real = firing._attempt
+    held: list[str] = []
+    cancelled = asyncio.Event()
+
+    async def attempt(conn: Any, node_name: str, requests: Any) -> Any:
+        keys = [request[0] for request in requests]
+        if fired and not held and any(occurrence_of(key) for key in keys):
+            held.extend(keys)
+            await cancelled.wait()  # the claim is in flight while the cancel commits
+        return await real(conn, node_name, requests)
+
+    monkeypatch.setattr(firing, "_attempt", attempt)
+    fired: list[tuple[float, float]] = []
+    async with node(pg_url, fired) as engine:
+        info = await engine.schedule_recurring("s", "sweep", every=0.25)
+        await until(lambda: bool(held))
+        skipped = occurrence_of(held[0])[1]  # type: ignore[index]
+        assert (await engine.cancel(held[0])).name == "CANCELED"
+        cancelled.set()
+        await until(lambda: len([n for n, _ in fired if n > skipped]) >= 2)
+        assert await engine.cancel_recurring("s", version=info.version)
+    once_and_never_early(fired)
+    assert skipped not in {nominal for nominal, _ in fired}
+    later = sorted(nominal for nominal, _ in fired if nominal > skipped)
+    assert round(later[0] - skipped, 6) == 0.25
 
 
 async def test_catch_up_latest_fires_the_last_missed_occurrence_once_after_downtime(
