@@ -11,7 +11,8 @@ database is the authority:
   wheel (replacing an older version); one beyond the horizon only takes an older version out
   (the loader brings the new one in time);
 - a finished row (SUCCEEDED, CANCELED, DEAD) replaces the node's pending entry, so ``get()``
-  tells how it ended;
+  tells how it ended; a CANCELED one is told as this node's own cancel would be (the
+  ``canceled`` event: a cancel made on another node, which held no entry to tell it by);
 - a RUNNING row whose cancel was requested cancels the handler's task if it runs here; one
   running elsewhere (claimed under another epoch) takes the node's pending entry out.
 
@@ -33,8 +34,9 @@ from typing import Protocol
 
 from journal.errors import JournalError
 from journal.postgres import PostgresStore, StoredTimer
+from wheel_engine.events import EventBus
 from wheel_engine.timer import INTERRUPT_CANCEL, Timer, recovered_timer
-from wheel_engine.timers import PENDING, RUNNING, TimerTable
+from wheel_engine.timers import CANCELED, PENDING, RUNNING, TimerTable
 from wheel_engine.trigger import Trigger
 from wheel_engine.workers import WorkerPool
 
@@ -83,7 +85,7 @@ def timer_of(row: StoredTimer) -> Timer:
 class Adopter:
     """Applies stored rows to the table (see the module docstring). Runs on the loop."""
 
-    __slots__ = ("_pool", "_store", "_table", "_trigger", "_watcher")
+    __slots__ = ("_events", "_pool", "_store", "_table", "_trigger", "_watcher")
 
     def __init__(
         self,
@@ -92,7 +94,9 @@ class Adopter:
         pool: WorkerPool,
         store: PostgresStore,
         watcher: RecordWatcher | None = None,
+        events: EventBus | None = None,
     ) -> None:
+        self._events = events
         self._table = table
         self._trigger = trigger
         self._pool = pool
@@ -178,6 +182,9 @@ class Adopter:
         fresh = timer_of(row)
         table.replace(fresh, local)
         table.finish(fresh, row.state, row.updated_at)
+        events = self._events
+        if events is not None and events.active and row.state is CANCELED:
+            events.canceled(fresh, row.updated_at)
 
     def forget(self, timer: Timer) -> None:
         """This node no longer holds ``timer`` (another node owns it now, or it was refused)."""

@@ -96,7 +96,7 @@ class Node:
             connect_timeout=self.connect_timeout,
         )
         try:
-            adopter = Adopter(table, trigger, pool, store, self.records)
+            adopter = Adopter(table, trigger, pool, store, self.records, events)
             limiter = ClusterLimiter(store, limits, table, clock)
             await limiter.register()  # this node's cluster-wide limits, before any claim
             sink = NodeSink(store, adopter, table, trigger, limiter)
