@@ -49,6 +49,19 @@ def once_and_never_early(fired: list[tuple[float, float]]) -> None:
     assert all(at >= nominal for nominal, at in fired)
 
 
+async def skipped_only(
+    canceller: Engine, fired: list[tuple[float, float]], skipped: float, every: float
+) -> None:
+    """Once two occurrences after the cancelled one at ``skipped`` fired, cancel the series
+    from ``canceller``; the skipped one never fired, the very next one did: the series went on."""
+    await until(lambda: len([n for n, _ in fired if n > skipped]) >= 2)
+    assert await canceller.cancel_recurring("s")
+    once_and_never_early(fired)
+    assert skipped not in {nominal for nominal, _ in fired}
+    later = sorted(nominal for nominal, _ in fired if nominal > skipped)
+    assert round(later[0] - skipped, 6) == every
+
+
 async def test_replacing_the_rule_moves_the_series_to_the_new_one(pg_url: str) -> None:
     fired: list[tuple[float, float]] = []
     async with node(pg_url, fired) as engine:
@@ -71,20 +84,15 @@ async def test_replacing_the_rule_moves_the_series_to_the_new_one(pg_url: str) -
 async def test_cancelling_one_occurrence_skips_it_only(pg_url: str) -> None:
     fired: list[tuple[float, float]] = []
     async with node(pg_url, fired) as engine:
-        info = await engine.schedule_recurring("s", "sweep", every=0.5)
+        await engine.schedule_recurring("s", "sweep", every=0.5)
         await until(lambda: len(fired) >= 2)  # the next one is cancelled well before it is due
         pending = [t for t in engine.timers(TimerState.PENDING) if t.key.startswith("s@2")]
         assert len(pending) == 1
         skipped = occurrence_of(pending[0].key)[1]  # type: ignore[index]
         assert (await engine.cancel(pending[0].key)).name == "CANCELED"
-        await until(lambda: len([n for n, _ in fired if n > skipped]) >= 2)
-        assert await engine.cancel_recurring("s", version=info.version)
+        await skipped_only(engine, fired, skipped, 0.5)
         skipped_row = await engine.lookup(occurrence_key("s", skipped))
-    once_and_never_early(fired)
-    assert skipped not in {nominal for nominal, _ in fired}
     assert skipped_row is not None and skipped_row.state is TimerState.CANCELED
-    later = sorted(nominal for nominal, _ in fired if nominal > skipped)
-    assert round(later[0] - skipped, 6) == 0.5  # the next one fired: the series went on
 
 
 async def test_a_cancel_that_lands_while_the_occurrence_is_being_claimed_skips_it_only(
@@ -109,17 +117,12 @@ async def test_a_cancel_that_lands_while_the_occurrence_is_being_claimed_skips_i
     monkeypatch.setattr(firing, "_attempt", attempt)
     fired: list[tuple[float, float]] = []
     async with node(pg_url, fired) as engine:
-        info = await engine.schedule_recurring("s", "sweep", every=0.25)
+        await engine.schedule_recurring("s", "sweep", every=0.25)
         await until(lambda: bool(held))
         skipped = occurrence_of(held[0])[1]  # type: ignore[index]
         assert (await engine.cancel(held[0])).name == "CANCELED"
         cancelled.set()
-        await until(lambda: len([n for n, _ in fired if n > skipped]) >= 2)
-        assert await engine.cancel_recurring("s", version=info.version)
-    once_and_never_early(fired)
-    assert skipped not in {nominal for nominal, _ in fired}
-    later = sorted(nominal for nominal, _ in fired if nominal > skipped)
-    assert round(later[0] - skipped, 6) == 0.25
+        await skipped_only(engine, fired, skipped, 0.25)
 
 
 async def test_a_cancel_from_another_node_skips_one_occurrence_only(pg_url: str) -> None:
@@ -130,19 +133,14 @@ async def test_a_cancel_from_another_node_skips_one_occurrence_only(pg_url: str)
     a, b = node(pg_url, fired, "a"), node(pg_url, fired, "b")
     async with a, b:
         await until(lambda: len(a.stats()["partitions"]) == len(b.stats()["partitions"]) == 32)
-        info = await a.schedule_recurring("s", "sweep", every=0.5)
+        await a.schedule_recurring("s", "sweep", every=0.5)
         await until(lambda: len(fired) >= 1)
         holder = next(e for e in (a, b) if any(t.key.startswith("s@2") for t in e.timers()))
         other = b if holder is a else a
         [pending] = [t for t in holder.timers(TimerState.PENDING) if t.key.startswith("s@2")]
         skipped = occurrence_of(pending.key)[1]  # type: ignore[index]
         assert (await other.cancel(pending.key)).name == "CANCELED"
-        await until(lambda: len([n for n, _ in fired if n > skipped]) >= 2)
-        assert await other.cancel_recurring("s", version=info.version)
-    once_and_never_early(fired)
-    assert skipped not in {nominal for nominal, _ in fired}
-    later = sorted(nominal for nominal, _ in fired if nominal > skipped)
-    assert round(later[0] - skipped, 6) == 0.5
+        await skipped_only(other, fired, skipped, 0.5)
 
 
 async def test_catch_up_latest_fires_the_last_missed_occurrence_once_after_downtime(
