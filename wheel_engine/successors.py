@@ -33,7 +33,7 @@ import asyncio
 import functools
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from journal import Record, Schedule
 from wheel_engine.clock import Clock
@@ -77,9 +77,11 @@ class Successors:
         commits: Commits,
         events: EventBus,
         clock: Clock,
-        node: NodeSink | None = None,
+        shared: bool = False,
     ) -> None:
-        self._node = node  # PostgreSQL: the node's sink, which claims with successors
+        #: PostgreSQL: the node's sink (``commits.journal``) claims with successors; it is read
+        #: as each group is submitted, since this may be made before the node installs it
+        self._shared = shared
         self._table = table
         self._scheduler = scheduler
         self._commits = commits
@@ -119,8 +121,8 @@ class Successors:
     def submit(self, records: list[Record], made: Planned) -> asyncio.Future[Any]:
         """Submit a group's attempt ``records`` with its planned successors ``made``, in one
         commit (never raises, as ``Commits.submit``); they are placed once it is done."""
-        if self._node is not None:
-            return self._claim_with(self._node, records, made)
+        if self._shared:
+            return self._claim_with(cast(NodeSink, self._commits.journal), records, made)
         timers = self._versioned(made)
         now = self._clock.time()
         for timer in timers:
@@ -175,14 +177,14 @@ class Successors:
         """A claim's answer: its plans are done with, and each successor it really inserted
         (not one another run had inserted already) is ``scheduled``, as on the other engines."""
         self._planned.difference_update(keys)
-        events = self._events
-        if not events.active or future.cancelled() or future.exception() is not None:
+        if not self._events.active or future.cancelled() or future.exception() is not None:
             return
-        timers, now = self._table.timers, self._clock.time()
+        timers, placed = self._table.timers, []
         for row in future.result().chained:
             timer = timers.get(row.key)
             if timer is not None and timer.version == row.version:  # as the sink placed it
-                events.scheduled(timer, now)
+                placed.append(timer)
+        self._announce(placed)
 
     def _committed(self, made: list[Timer], future: asyncio.Future[Any]) -> None:
         if future.cancelled() or future.exception() is not None:
@@ -203,6 +205,10 @@ class Successors:
             placed.append(timer)
         if arm:
             self._scheduler._arm()
+        self._announce(placed)
+
+    def _announce(self, placed: Iterable[Timer]) -> None:
+        """Each successor just placed is ``scheduled``, once, as any schedule's timer is."""
         events = self._events
         if events.active:
             now = self._clock.time()

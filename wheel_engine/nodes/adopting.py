@@ -11,9 +11,15 @@ database is the authority:
   wheel (replacing an older version); one beyond the horizon only takes an older version out
   (the loader brings the new one in time);
 - a finished row (SUCCEEDED, CANCELED, DEAD) replaces the node's pending entry, so ``get()``
-  tells how it ended;
+  tells how it ended; a CANCELED one is told as this node's own cancel would be (the
+  ``canceled`` event: a cancel made on another node, which held no entry to tell it by);
 - a RUNNING row whose cancel was requested cancels the handler's task if it runs here; one
   running elsewhere (claimed under another epoch) takes the node's pending entry out.
+
+Some rows never fire but are needed by timers that do (recurring's records, #25, due in 9999,
+beyond any horizon): a :class:`RecordWatcher` is handed each such row the node sees, and
+:meth:`Adopter.adopt` reads the ones the timers of a load need, in one query, before placing
+them, so that a node which takes a partition over holds what its timers need before they fire.
 
 Guaranteed: a stale entry left in the wheel can never fire twice or early, since every attempt
 is a compare-and-set in the database (:mod:`wheel_engine.nodes.sink`); this module only keeps
@@ -22,15 +28,38 @@ the wheel close to the database so that few of them are tried.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import logging
+from collections.abc import Collection, Iterable, Sequence
+from typing import Protocol
 
+from journal.errors import JournalError
 from journal.postgres import PostgresStore, StoredTimer
+from wheel_engine.events import EventBus
 from wheel_engine.timer import INTERRUPT_CANCEL, Timer, recovered_timer
-from wheel_engine.timers import PENDING, RUNNING, TimerTable
+from wheel_engine.timers import CANCELED, PENDING, RUNNING, TimerTable
 from wheel_engine.trigger import Trigger
 from wheel_engine.workers import WorkerPool
 
-__all__ = ["Adopter", "timer_of"]
+__all__ = ["Adopter", "RecordWatcher", "timer_of"]
+
+logger = logging.getLogger(__name__)
+
+
+class RecordWatcher(Protocol):
+    """Keeps the rows of one handler that never fire (recurring's records), for the timers
+    that need them (recurring's occurrences); nodes know nothing more of them."""
+
+    @property
+    def handler(self) -> str:
+        """The handler of the rows it keeps."""
+        ...
+
+    def keep(self, row: StoredTimer) -> None:
+        """``row`` (of :attr:`handler`, in any state) was read or changed: keep what it says."""
+
+    def needs(self, rows: Iterable[StoredTimer]) -> set[str]:
+        """The keys of the rows to keep that ``rows`` need before they fire here, if not kept
+        yet."""
 
 
 def timer_of(row: StoredTimer) -> Timer:
@@ -56,15 +85,39 @@ def timer_of(row: StoredTimer) -> Timer:
 class Adopter:
     """Applies stored rows to the table (see the module docstring). Runs on the loop."""
 
-    __slots__ = ("_pool", "_store", "_table", "_trigger")
+    __slots__ = ("_events", "_pool", "_store", "_table", "_trigger", "_watcher")
 
     def __init__(
-        self, table: TimerTable, trigger: Trigger, pool: WorkerPool, store: PostgresStore
+        self,
+        table: TimerTable,
+        trigger: Trigger,
+        pool: WorkerPool,
+        store: PostgresStore,
+        watcher: RecordWatcher | None = None,
+        events: EventBus | None = None,
     ) -> None:
+        self._events = events
         self._table = table
         self._trigger = trigger
         self._pool = pool
         self._store = store
+        self._watcher = watcher
+
+    async def adopt(self, rows: Sequence[StoredTimer]) -> None:
+        """:meth:`rows`, once the watched rows they need are read (one query for the lot).
+        For the loads of partitions and horizons; if that read fails (logged) the rows are
+        applied all the same: a timer that finds nothing kept looks it up itself."""
+        watcher = self._watcher
+        if watcher is not None:
+            wanted = watcher.needs(rows)
+            if wanted:
+                try:
+                    for record in await self._store.lookup_many(sorted(wanted)):
+                        watcher.keep(record)
+                except JournalError as exc:
+                    node, count = self._store.node, len(wanted)
+                    logger.warning("node %s could not read %d record(s): %s", node, count, exc)
+        self.rows(rows)
 
     def rows(self, rows: Iterable[StoredTimer]) -> None:
         """Apply ``rows`` in order, then arm the clock once."""
@@ -80,6 +133,9 @@ class Adopter:
 
     def row(self, row: StoredTimer) -> bool:
         """Apply one row; True if a timer went into the wheel (the caller arms)."""
+        watcher = self._watcher
+        if watcher is not None and row.handler == watcher.handler:
+            watcher.keep(row)  # due beyond any horizon: never placed below
         local = self._table.timers.get(row.key)
         if local is not None and local.version > row.version:
             return False
@@ -126,6 +182,9 @@ class Adopter:
         fresh = timer_of(row)
         table.replace(fresh, local)
         table.finish(fresh, row.state, row.updated_at)
+        events = self._events
+        if events is not None and events.active and row.state is CANCELED:
+            events.canceled(fresh, row.updated_at)
 
     def forget(self, timer: Timer) -> None:
         """This node no longer holds ``timer`` (another node owns it now, or it was refused)."""

@@ -7,7 +7,8 @@ Each round (:meth:`LeaseKeeper.round`) is one :meth:`~journal.postgres.PostgresS
 - partitions **lost** (another node holds them now) leave the wheel at once; handlers running
   there run on, and their outcomes are refused if the new owner has moved on;
 - partitions **gained** are read from the database up to the loaded horizon (the taker has
-  already turned their timers left RUNNING under an older epoch back to PENDING);
+  already turned their timers left RUNNING under an older epoch back to PENDING), with the
+  records their timers need (``Adopter.adopt``: recurring's rules, #25);
 - partitions held beyond the fair share (a node joined) are **released** once no claim,
   handler or outcome of this node is in flight there (``NodeSink.busy_in``), so the newcomer
   takes them at once;
@@ -100,7 +101,7 @@ class LeaseKeeper:
             rows = await store.refill()
         else:
             rows = await store.catch_up(gained)
-        self._adopter.rows(rows)
+        await self._adopter.adopt(rows)  # with the records they need (recurring's, #25)
         logger.info("node %s took partitions %s (%d timers loaded)", store.node, gained, len(rows))
 
     async def _give_back(self, live_nodes: int) -> None:

@@ -63,7 +63,7 @@ class Refiller:
     async def refill(self) -> None:
         """Read on to the horizon and prune once; logged if the database is unreachable."""
         try:
-            self._adopter.rows(await self._store.refill())
+            await self._adopter.adopt(await self._store.refill())
             await self._store.prune(self._retention, max_retained=self._max_retained)
         except JournalError as exc:
             logger.warning("refill of node %s failed: %s", self._store.node, exc)

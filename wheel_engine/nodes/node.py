@@ -23,7 +23,7 @@ from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
 from wheel_engine.events import EventBus
 from wheel_engine.limits import Limits
-from wheel_engine.nodes.adopting import Adopter
+from wheel_engine.nodes.adopting import Adopter, RecordWatcher
 from wheel_engine.nodes.joined import JoinedWrites
 from wheel_engine.nodes.leasing import LeaseKeeper
 from wheel_engine.nodes.limited import ClusterLimiter
@@ -71,6 +71,8 @@ class Node:
         self._tasks: list[asyncio.Task[None]] = []
         #: Writes in callers' transactions (``connection=``), once open (issue 27).
         self.transactions: JoinedWrites | None = None
+        #: Keeps the records its timers need (recurring's, #25); set before :meth:`open`.
+        self.records: RecordWatcher | None = None
 
     async def open(
         self,
@@ -94,7 +96,7 @@ class Node:
             connect_timeout=self.connect_timeout,
         )
         try:
-            adopter = Adopter(table, trigger, pool, store)
+            adopter = Adopter(table, trigger, pool, store, self.records, events)
             limiter = ClusterLimiter(store, limits, table, clock)
             await limiter.register()  # this node's cluster-wide limits, before any claim
             sink = NodeSink(store, adopter, table, trigger, limiter)
@@ -106,7 +108,7 @@ class Node:
             self._capped.sync()  # limited handlers are read on cursors of their own
             await store.start_feed()  # before the first load: nothing falls between the two
             await self._keeper.round()
-            adopter.rows(await store.refill())
+            await adopter.adopt(await store.refill())
         except BaseException:
             await store.close()
             raise

@@ -139,6 +139,13 @@ class NodeScheduler:
             self._stats.canceled += 1
             if self._events.active:
                 self._events.canceled(local, local.updated_at)
+        elif result is CancelResult.CANCELED and local.state is RUNNING:
+            # Charged here, its claim still in flight (the row was PENDING): the claim is
+            # refused and the entry dropped; the cancel is told now, as a pending one's is
+            # (recurring goes on after a skipped occurrence by this event, #25).
+            self._stats.canceled += 1
+            if self._events.active:
+                self._events.canceled(local, self._clock.time())
         elif result is CancelResult.CANCEL_REQUESTED and local.state is RUNNING:
             self._pool.interrupt(local, INTERRUPT_CANCEL)  # here at once; others via the feed
         return result

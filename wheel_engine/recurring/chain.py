@@ -8,10 +8,11 @@ rule replaced since, or a timer scheduled under an occurrence handler by hand). 
 recurrence's record from the engine's table and the rule decoded from it, kept by record
 version, so no I/O and no parse of a cron expression per occurrence; a rule replaced since
 has a new version and is decoded again. On PostgreSQL a record (due in 9999) is beyond the
-loaded horizon, so the rule is the one last read (by a handler's lookup, or scheduled here):
-the occurrence's handler reads the record again and, if its version moved on or it is gone,
-acts on the live rule and :meth:`Chain.forget` drops the one kept (so a cancelled recurrence
-leaves at most one leftover occurrence, which then runs nothing).
+loaded horizon, so the rule is the one last seen: scheduled here, read with the occurrences of
+a partition this node took (:mod:`.node_rules`), changed in its partition (the change feed), or
+looked up by a handler. The occurrence's handler reads the record again and, if its version
+moved on or it is gone, acts on the live rule and :meth:`Chain.forget` drops the one kept (so a
+cancelled recurrence leaves at most one leftover occurrence, which then runs nothing).
 
 The decision (``catch_up``, whether this occurrence runs at all) is kept for the occurrence's
 handler (:meth:`Chain.planned`), so that the handler acts on the very plan whose successor was
@@ -79,6 +80,11 @@ class Chain:
         or None if its attempt's commit made none (on PostgreSQL, or no live rule)."""
         return self._plans.pop(key, None)
 
+    def version_of(self, name: str) -> int | None:
+        """The version of ``name``'s record whose rule is kept, or None if none is."""
+        held = self._rules.get(name)
+        return None if held is None else held[0]
+
     def forget(self, name: str) -> None:
         """The rule kept for ``name`` is stale (its record is cancelled or gone)."""
         self._rules.pop(name, None)
@@ -93,7 +99,7 @@ class Chain:
             self.forget(name)
             return None  # the recurrence was cancelled: this occurrence is a leftover
         elif held is None:
-            return None  # PostgreSQL, no rule read yet: its handler looks it up
+            return None  # PostgreSQL, its record could not be read: its handler looks it up
         return self._decided(name, nominal, held, now)
 
     def decide(

@@ -12,9 +12,7 @@ Built on the public timer calls alone (``schedule_many``, ``schedule``, ``cancel
   ``catch_up`` applied to an occurrence missed while the engine was down; no crash falls
   between the two. The handler then acts on that same plan: it waits for a running predecessor
   when ``overlap=False`` and calls the user's handler (or skips it, by ``catch_up``). On
-  PostgreSQL the claim's transaction inserts it, once the node holds the rule (kept when
-  scheduled here, or read by a handler); the first occurrence a node runs without it (after a
-  takeover) commits its successor from its handler, first, in a commit of its own;
+  PostgreSQL the claim's transaction inserts it, by the rule its node keeps (:mod:`.node_rules`);
 - occurrence keys are deterministic and an occurrence is materialised only if its key is not
   known yet (in any state), so a re-run after a crash (or a retry) never creates one twice;
 - on open, :meth:`Series.reconcile` materialises the next occurrence of every recurrence of
@@ -44,6 +42,7 @@ from wheel_engine.events import Event, EventBus, EventKind
 from wheel_engine.handlers import HandlerSpec, make_spec
 from wheel_engine.model import CancelResult, Firing, TimerInfo, TimerState
 from wheel_engine.recurring.chain import Chain
+from wheel_engine.recurring.node_rules import NodeRules
 from wheel_engine.recurring.records import (
     DORMANT_DUE,
     RULE_HANDLER,
@@ -108,9 +107,10 @@ class Series:
         self._running: dict[str, dict[float, asyncio.Event]] = {}  # name -> nominal -> done
         self._ours: set[str] = set()  # occurrence keys this object is cancelling itself
         self._tasks: set[asyncio.Task[None]] = set()
-        whole = engine._node is None  # the table holds every record: not on PostgreSQL
-        self._chain = Chain(engine._table.timers, engine.clock, whole)  # occurrences' successors
         self._watching = False
+        self._chain = Chain(engine._table.timers, engine.clock, engine._node is None)
+        if engine._node is not None:  # PostgreSQL: the node keeps the records (.node_rules)
+            engine._node.records = NodeRules(self._chain, self._watch)
         self.traced = False  #: set while the engine traces (wheel_engine.tracing, #29)
 
     # ------------------------------------------------------------------ registration
@@ -152,10 +152,10 @@ class Series:
         if not self._watching:
             self._watching = True
             self._engine.on_event(self._on_event)
-            engine = self._engine  # each successor commits with its predecessor's attempt:
-            node = engine._commits.journal if engine._node is not None else None
+            engine = self._engine  # each successor commits with its predecessor's attempt
             parts = (engine._table, engine._scheduler, engine._commits, engine._events)
-            engine._dispatcher._queue.successors = Successors(*parts, engine.clock, node)
+            shared = engine._node is not None  # PostgreSQL: with its claim, by the node's sink
+            engine._dispatcher._queue.successors = Successors(*parts, engine.clock, shared)
 
     async def reconcile(self) -> None:
         """Materialise the next occurrence of each recurrence with none pending or running."""
