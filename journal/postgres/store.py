@@ -11,7 +11,8 @@ LISTEN connection:
 - :mod:`~journal.postgres.firing` (:meth:`attempt`, :meth:`finish`, :meth:`give_up`),
 - :mod:`~journal.postgres.loader` (:meth:`refill`, :meth:`catch_up`),
 - :mod:`~journal.postgres.feed` (:meth:`changes`, :meth:`wait`),
-- :mod:`~journal.postgres.pruning` (:meth:`prune`), :mod:`~journal.postgres.reads`.
+- :mod:`~journal.postgres.pruning` (:meth:`prune`), :mod:`~journal.postgres.reads`
+  (:meth:`lookup`, :meth:`records`, :meth:`summary`: :class:`~journal.postgres.reads.Reading`).
 
 It holds no timers: the engine keeps its wheel and calls these. Every driver error comes out as
 :class:`~journal.postgres.errors.StoreUnavailable` (a ``JournalError``). Not thread-safe: use
@@ -34,7 +35,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from journal.errors import JournalError
-from journal.postgres import firing, limiting, pruning, reads, writes
+from journal.postgres import firing, limiting, pruning, writes
 from journal.postgres.errors import translated
 from journal.postgres.feed import ChangeFeed, Listener
 from journal.postgres.firing import AttemptResult, Outcome, SuccessorRow
@@ -43,7 +44,7 @@ from journal.postgres.leases import DEFAULT_LEASE, LeaseChange, Leases
 from journal.postgres.limiting import ClusterLimits, LimitedClaim
 from journal.postgres.loader import DEFAULT_HORIZON, Horizon
 from journal.postgres.pooling import CONNECTION_KWARGS, checkout, new_pool
-from journal.postgres.reads import Summary
+from journal.postgres.reads import Reading
 from journal.postgres.rows import StoredTimer
 from journal.postgres.schema import migrate
 from journal.postgres.target import Target
@@ -68,7 +69,7 @@ def default_node() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-class PostgresStore(Requests):
+class PostgresStore(Requests, Reading):
     """An open store. Create with :meth:`open`; close with :meth:`close`."""
 
     def __init__(
@@ -317,26 +318,12 @@ class PostgresStore(Requests):
                 conn, self.node, held, retention=retention, max_retained=max_retained, limit=limit
             )
 
-    async def lookup(self, key: str) -> StoredTimer | None:
-        """The database's row for ``key`` (whichever node owns it), or None."""
-        async with self._connection("reading a timer") as conn:
-            return await reads.lookup(conn, key)
-
-    async def lookup_many(self, keys: list[str]) -> list[StoredTimer]:
-        """The database's rows for ``keys`` (those that exist)."""
-        async with self._connection("reading timers") as conn:
-            return await reads.lookup_many(conn, keys)
-
     async def identity(self) -> Identity:
         """The journal's cluster, database and schema (read once): see ``in_transaction``."""
         if self._identity is None:
             async with self._connection("reading the journal's identity") as conn:
                 self._identity = await read_identity(conn)
         return self._identity
-
-    async def summary(self) -> Summary:
-        async with self._connection("reading the summary") as conn:
-            return await reads.summary(conn)
 
     def _connection(self, doing: str) -> contextlib.AbstractAsyncContextManager[Any]:
         if self._closed:

@@ -109,3 +109,19 @@ async def test_two_nodes_never_run_a_slow_recurrence_twice_at_once(pg_url: str) 
     steps = {round(later - earlier, 6) for earlier, later in itertools.pairwise(nominals)}
     assert steps == {0.2}  # every occurrence between the first and the last
     assert all(wall >= occurrence_of(key)[1] for key, wall, _, _ in runs)  # type: ignore[index]
+
+
+async def test_every_node_lists_the_recurrences_stored_in_the_database(pg_url: str) -> None:
+    """``recurrences()`` reads the database's records on PostgreSQL: a recurrence scheduled on
+    one node is listed on the other, with the shape schedule_recurring returned (before, each
+    node listed only what its own table held: never a record, due in 9999, so nothing)."""
+    fired: list[tuple[str, str, float]] = []
+    a, b = _node(pg_url, "a", fired), _node(pg_url, "b", fired)
+    async with a, b:
+        await _until(lambda: _owned(a) == _owned(b) == 32)
+        hourly = await a.schedule_recurring("hourly", "sweep", cron="0 * * * *", tz="Europe/Berlin")
+        slow = await b.schedule_recurring("slow", "sweep", every=600.0, payload={"n": 1})
+        assert await a.recurrences() == await b.recurrences() == [hourly, slow]
+        assert await a.cancel_recurring("slow")  # scheduled on b, cancelled from a
+        assert await b.recurrences() == await a.recurrences() == [hourly]
+    assert fired == []

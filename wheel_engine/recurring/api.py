@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, Protocol, cast
 
+from wheel_engine.recurring.listing import recurrences
 from wheel_engine.recurring.records import RecurrenceInfo
 from wheel_engine.recurring.series import EngineLike, Series
 from wheel_engine.validation import check_version
@@ -83,6 +84,7 @@ class RecurringCalls:
         return await self._series.cancel(name, version)
 
     async def recurrences(self) -> list[RecurrenceInfo]:
-        """The live recurrences this engine holds, by name, with their next occurrence's due."""
+        """The live recurrences of this engine's journal (on PostgreSQL: of every node), by
+        name, with their next occurrence's due (None if none is pending)."""
         self._check_open()
-        return await self._series.listing()
+        return await recurrences(self)

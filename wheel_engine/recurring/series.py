@@ -265,21 +265,6 @@ class Series:
             at = due if due is not None else now
             bus.emit(Event(kind, name, version, handler, at, now, None, 0, None, None))
 
-    async def listing(self) -> list[RecurrenceInfo]:
-        """The live recurrences this engine holds, by name, with their next occurrence."""
-        engine = self._engine
-        pending: dict[str, float] = {}
-        for info in engine.timers(TimerState.PENDING):
-            found = occurrence_of(info.key)
-            if found is not None and user_handler(info.handler) is not None:
-                name = found[0]
-                pending[name] = min(info.due, pending.get(name, info.due))
-        out = []
-        for record in engine.timers(TimerState.PENDING, RULE_HANDLER):
-            name = record.key.rpartition("@")[0]
-            out.append(info_of(name, record.payload, record.version, pending.get(name)))
-        return sorted(out)
-
     # ------------------------------------------------------------------ the occurrences
     async def _run(self, firing: Firing) -> None:
         """An occurrence's handler: its successor was committed with its attempt (else, on
