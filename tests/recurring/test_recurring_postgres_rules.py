@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pg_cluster import REQUIRED, psycopg
@@ -143,25 +143,56 @@ async def test_a_cancel_from_another_node_skips_one_occurrence_only(pg_url: str)
         await skipped_only(other, fired, skipped, 0.5)
 
 
+async def down_and_back(
+    pg_url: str, fired: list[tuple[float, float]], catch_up: Literal["latest", "all", "skip"]
+) -> tuple[float, float]:
+    """Run an ``every=0.2`` series, stop the only node for 1.2 s (about five occurrences
+    missed), bring it back until two occurrences after its start fired, cancel the series.
+    -> (the last nominal time fired before the downtime, when the node came back: occurrences
+    due before it were missed)."""
+    async with node(pg_url, fired) as engine:
+        await engine.schedule_recurring("s", "sweep", every=0.2, catch_up=catch_up)
+        await until(lambda: len(fired) >= 2)
+    before = max(nominal for nominal, _ in fired)
+    await asyncio.sleep(1.2)
+    async with node(pg_url, fired) as engine:
+        back = engine._series._chain.started_at
+        await until(lambda: len([n for n, _ in fired if n > back]) >= 2)
+        assert await engine.cancel_recurring("s")
+    once_and_never_early(fired)
+    missed = [nominal for nominal in (before + 0.2 * k for k in range(1, 100)) if nominal < back]
+    assert len(missed) >= 5
+    return before, back
+
+
 async def test_catch_up_latest_fires_the_last_missed_occurrence_once_after_downtime(
     pg_url: str,
 ) -> None:
     fired: list[tuple[float, float]] = []
-    async with node(pg_url, fired) as engine:
-        await engine.schedule_recurring("s", "sweep", every=0.2, catch_up="latest")
-        await until(lambda: len(fired) >= 2)
-    before = max(nominal for nominal, _ in fired)
-    await asyncio.sleep(1.2)  # about five occurrences missed while no node runs
-    async with node(pg_url, fired) as engine:
-        back = engine._series._chain.started_at  # due before it: missed
-        up_at = time.time()
-        await until(lambda: len([n for n, _ in fired if n > up_at]) >= 2)
-        assert await engine.cancel_recurring("s")
-    once_and_never_early(fired)
-    grid = [before + 0.2 * k for k in range(1, 100)]
-    missed = [nominal for nominal in grid if nominal < back]
-    assert len(missed) >= 5
+    before, back = await down_and_back(pg_url, fired, "latest")
+    missed = [nominal for nominal in (before + 0.2 * k for k in range(1, 100)) if nominal < back]
     fired_missed = [nominal for nominal, _ in fired if before < nominal < back]
     assert fired_missed == pytest.approx([missed[-1]]), (fired_missed, missed)  # the latest, once
     later = sorted(nominal for nominal, _ in fired if nominal >= back)
     assert later and later[0] == pytest.approx(missed[-1] + 0.2)  # then on, none skipped
+
+
+async def test_catch_up_all_fires_every_missed_occurrence_once_in_order_after_downtime(
+    pg_url: str,
+) -> None:
+    fired: list[tuple[float, float]] = []
+    before, back = await down_and_back(pg_url, fired, "all")
+    after = [nominal for nominal, _ in fired if nominal >= before]  # in the order they fired
+    assert after == sorted(after)
+    assert {round(b - a, 6) for a, b in itertools.pairwise(after)} == {0.2}  # none left out
+    assert after[-1] > back
+
+
+async def test_catch_up_skip_fires_no_missed_occurrence_after_downtime(pg_url: str) -> None:
+    fired: list[tuple[float, float]] = []
+    before, back = await down_and_back(pg_url, fired, "skip")
+    after = sorted(nominal for nominal, _ in fired if nominal > before)
+    assert after and after[0] >= back  # none of the missed ones, not even the pending one
+    assert {round(b - a, 6) for a, b in itertools.pairwise(after)} == {0.2}  # then on, each
+    steps = (after[0] - before) / 0.2
+    assert steps == pytest.approx(round(steps), abs=1e-3)  # on the series' grid
