@@ -196,3 +196,32 @@ async def test_catch_up_skip_fires_no_missed_occurrence_after_downtime(pg_url: s
     assert {round(b - a, 6) for a, b in itertools.pairwise(after)} == {0.2}  # then on, each
     steps = (after[0] - before) / 0.2
     assert steps == pytest.approx(round(steps), abs=1e-3)  # on the series' grid
+
+
+async def test_a_rule_replaced_from_another_node_adds_no_occurrence_before_its_first(
+    pg_url: str,
+) -> None:
+    """The node that does not hold the series replaces its rule by one that starts in an hour.
+    The holder learns from the feed that the old rule's pending occurrence was cancelled, and
+    adds nothing: the new rule's first occurrence was committed with it (before, the holder
+    went on from the cancelled one by the new rule, and made an occurrence before the new
+    rule's first, which would have run nothing)."""
+    fired: list[tuple[float, float]] = []
+    a, b = node(pg_url, fired, "a"), node(pg_url, fired, "b")
+    async with a, b:
+        await until(lambda: len(a.stats()["partitions"]) == len(b.stats()["partitions"]) == 32)
+        await a.schedule_recurring("s", "sweep", every=0.5)
+        await until(lambda: len(fired) >= 1)
+        holder = next(e for e in (a, b) if any(t.key.startswith("s@2") for t in e.timers()))
+        other = b if holder is a else a
+        [pending] = [t for t in holder.timers(TimerState.PENDING) if t.key.startswith("s@2")]
+        start = time.time() + 3600
+        new = await other.schedule_recurring("s", "sweep", cron="* * * * *", start=start)
+        seen = holder.get  # the holder's table: the cancel came in by the feed
+        await until(lambda: getattr(seen(pending.key), "state", None) is TimerState.CANCELED)
+        await until(lambda: not holder._series._tasks)  # what the holder did on that cancel
+        old = occurrence_of(pending.key)[1]  # type: ignore[index]
+        extra = (old // 60 + 1) * 60  # the new rule's next minute after the cancelled one
+        assert new.next_due is not None and extra < new.next_due
+        assert await holder.lookup(occurrence_key("s", extra)) is None
+        assert [r.next_due for r in await holder.recurrences()] == [new.next_due]

@@ -26,13 +26,17 @@ from typing import Any, NamedTuple
 from wheel_engine.clock import Clock
 from wheel_engine.handlers import Successor
 from wheel_engine.model import TimerState
-from wheel_engine.recurring.records import decode_rule, occurrence_handler, rule_key, user_handler
+from wheel_engine.recurring.records import (
+    decode_rule,
+    occurrence_handler,
+    of_rule,
+    rule_key,
+    user_handler,
+)
 from wheel_engine.recurring.rule import Rule, catch_up_plan, occurrence_key, occurrence_of
 from wheel_engine.timer import Timer
 
 __all__ = ["Chain", "Plan"]
-
-_TICK = 1e-6
 
 
 class Plan(NamedTuple):
@@ -123,7 +127,7 @@ class Chain:
         self, name: str, nominal: float, held: tuple[int, dict[str, Any], Rule], now: float
     ) -> Plan | None:
         version, fields, rule = held
-        if nominal < fields["first"] - _TICK or rule.next_after(nominal - _TICK) != nominal:
+        if not of_rule(fields, rule, nominal):
             return None  # an occurrence of a rule since replaced
         run, following = self.plan(rule, nominal, now, str(fields["catch_up"]))
         return Plan(name, version, fields, run, following)

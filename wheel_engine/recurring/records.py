@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final, NamedTuple
 
-from wheel_engine.recurring.rule import SEPARATOR, CronRule, EveryRule, zone
+from wheel_engine.recurring.rule import SEPARATOR, CronRule, EveryRule, Rule, zone
 
 __all__ = [
     "DORMANT_DUE",
@@ -102,6 +102,14 @@ def decode_rule(fields: dict[str, Any]) -> CronRule | EveryRule:
     if fields["cron"] is not None:
         return CronRule(str(fields["cron"]), zone(fields["tz"]))
     return EveryRule(float(fields["every"]), float(fields["anchor"]))
+
+
+def of_rule(fields: dict[str, Any], rule: Rule, nominal: float) -> bool:
+    """Whether ``nominal`` is an occurrence of the record ``fields`` (whose rule is ``rule``):
+    on its rule's grid and not before its first. An occurrence of a rule since replaced is not
+    (the live rule's first occurrence was committed with its record)."""
+    tick = 1e-6  # a float reading of a whole microsecond can round down
+    return nominal >= fields["first"] - tick and rule.next_after(nominal - tick) == nominal
 
 
 def info_of(

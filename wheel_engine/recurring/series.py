@@ -51,6 +51,7 @@ from wheel_engine.recurring.records import (
     encode_rule,
     info_of,
     occurrence_handler,
+    of_rule,
     rule_key,
     user_handler,
 )
@@ -367,11 +368,15 @@ class Series:
         self._spawn(self._after_cancel(found[0], found[1]))
 
     async def _after_cancel(self, name: str, nominal: float) -> None:
+        """The series goes on after the cancelled occurrence at ``nominal``, if it is one of the
+        live rule: one of a rule since replaced (by another node, whose cancels this node
+        learns from the feed) is followed by the new rule's first, committed with its record."""
         record = await self._engine.lookup(rule_key(name))
         if record is None or record.state is not TimerState.PENDING:
             return
         rule = decode_rule(record.payload)
-        await self._materialize(name, record.payload, rule.next_after(nominal))
+        if of_rule(record.payload, rule, nominal):
+            await self._materialize(name, record.payload, rule.next_after(nominal))
 
     def _spawn(self, work: Awaitable[None]) -> None:
         async def guarded() -> None:
