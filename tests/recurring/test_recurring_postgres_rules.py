@@ -7,16 +7,18 @@ database's clock, so these run in real time, ``slow``; what they assert is deter
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import pytest
 from pg_cluster import REQUIRED, psycopg
 
 from wheel_engine import Engine, Firing
-from wheel_engine.model import TimerState
+from wheel_engine.model import TimerInfo, TimerState
 from wheel_engine.recurring.rule import occurrence_key, occurrence_of
 
 pytestmark = [
@@ -125,19 +127,28 @@ async def test_a_cancel_that_lands_while_the_occurrence_is_being_claimed_skips_i
         await skipped_only(engine, fired, skipped, 0.25)
 
 
-async def test_a_cancel_from_another_node_skips_one_occurrence_only(pg_url: str) -> None:
-    """The node that does not hold the series cancels its pending occurrence: the holder
-    learns it from the change feed, and the series goes on after it (before, the holder
-    filed the CANCELED row silently, and the series stopped)."""
-    fired: list[tuple[float, float]] = []
+@contextlib.asynccontextmanager
+async def two_nodes(
+    pg_url: str, fired: list[tuple[float, float]]
+) -> AsyncIterator[tuple[Engine, Engine, TimerInfo]]:
+    """Nodes a and b, the partitions balanced, an ``every=0.5`` series "s" scheduled on a and
+    fired once. -> (the node holding the series, the other, the series' pending occurrence)."""
     a, b = node(pg_url, fired, "a"), node(pg_url, fired, "b")
     async with a, b:
         await until(lambda: len(a.stats()["partitions"]) == len(b.stats()["partitions"]) == 32)
         await a.schedule_recurring("s", "sweep", every=0.5)
         await until(lambda: len(fired) >= 1)
         holder = next(e for e in (a, b) if any(t.key.startswith("s@2") for t in e.timers()))
-        other = b if holder is a else a
         [pending] = [t for t in holder.timers(TimerState.PENDING) if t.key.startswith("s@2")]
+        yield holder, b if holder is a else a, pending
+
+
+async def test_a_cancel_from_another_node_skips_one_occurrence_only(pg_url: str) -> None:
+    """The node that does not hold the series cancels its pending occurrence: the holder
+    learns it from the change feed, and the series goes on after it (before, the holder
+    filed the CANCELED row silently, and the series stopped)."""
+    fired: list[tuple[float, float]] = []
+    async with two_nodes(pg_url, fired) as (_, other, pending):
         skipped = occurrence_of(pending.key)[1]  # type: ignore[index]
         assert (await other.cancel(pending.key)).name == "CANCELED"
         await skipped_only(other, fired, skipped, 0.5)
@@ -207,14 +218,7 @@ async def test_a_rule_replaced_from_another_node_adds_no_occurrence_before_its_f
     went on from the cancelled one by the new rule, and made an occurrence before the new
     rule's first, which would have run nothing)."""
     fired: list[tuple[float, float]] = []
-    a, b = node(pg_url, fired, "a"), node(pg_url, fired, "b")
-    async with a, b:
-        await until(lambda: len(a.stats()["partitions"]) == len(b.stats()["partitions"]) == 32)
-        await a.schedule_recurring("s", "sweep", every=0.5)
-        await until(lambda: len(fired) >= 1)
-        holder = next(e for e in (a, b) if any(t.key.startswith("s@2") for t in e.timers()))
-        other = b if holder is a else a
-        [pending] = [t for t in holder.timers(TimerState.PENDING) if t.key.startswith("s@2")]
+    async with two_nodes(pg_url, fired) as (holder, other, pending):
         start = time.time() + 3600
         new = await other.schedule_recurring("s", "sweep", cron="* * * * *", start=start)
         seen = holder.get  # the holder's table: the cancel came in by the feed
