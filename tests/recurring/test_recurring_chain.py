@@ -11,9 +11,12 @@ from journal_view import attempted, records_of, scheduled
 from wheel_engine import Engine
 from wheel_engine.events import Event
 from wheel_engine.model import Firing, TimerState
-from wheel_engine.recurring.rule import occurrence_key, occurrence_of
+from wheel_engine.recurring.chain import Chain
+from wheel_engine.recurring.records import encode_rule
+from wheel_engine.recurring.rule import EveryRule, occurrence_key, occurrence_of
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.testing import VirtualClock
+from wheel_engine.timer import Timer
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z, VirtualClock's start
 
@@ -106,3 +109,27 @@ async def test_the_next_occurrence_is_scheduled_before_its_predecessor_fires(
         key, after = occurrence_key("s", T0 + 10 * k), occurrence_key("s", T0 + 10 * (k + 1))
         assert events.index(("scheduled", after)) < events.index(("fired", key)), events
         assert events.count(("scheduled", after)) == 1
+
+
+def test_the_plans_of_refused_claims_do_not_pile_up() -> None:
+    """On PostgreSQL a claim can be refused after its occurrence's plan was made (claimed by
+    another node, cancelled, its partition lost): its handler never takes that plan. Of 1,000
+    such occurrences a few plans at most stay, while those of live occurrences are kept."""
+    table: dict[str, Timer] = {}
+    chain = Chain(table, VirtualClock(), whole=False)
+    chain.started_at = T0
+    chain.keep("s", 1, encode_rule(EveryRule(10.0, T0), "sweep", None, "latest", False, T0 + 10))
+
+    def occurrence(k: int, state: TimerState = TimerState.RUNNING) -> Timer:
+        key = occurrence_key("s", T0 + 10 * k)
+        timer = table[key] = Timer(key, k + 1, "recurring:sweep", T0 + 10 * k, None, state)
+        assert chain.successor(timer) is not None
+        return timer
+
+    live, cancelled = occurrence(1), occurrence(2)
+    cancelled.state = TimerState.CANCELED  # refused: the cancel won
+    for k in range(3, 1003):
+        del table[occurrence(k).key]  # refused: another node claimed it, or the partition left
+    assert len(chain._plans) <= 64
+    assert chain.planned(live.key) is not None
+    assert chain.planned(cancelled.key) is None

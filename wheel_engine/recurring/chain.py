@@ -21,7 +21,7 @@ committed: a plan made again later could name another successor (the clock moved
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from wheel_engine.clock import Clock
 from wheel_engine.handlers import Successor
@@ -37,6 +37,17 @@ from wheel_engine.recurring.rule import Rule, catch_up_plan, occurrence_key, occ
 from wheel_engine.timer import Timer
 
 __all__ = ["Chain", "Plan"]
+
+
+#: Plans held before the first prune (:meth:`Chain._prune`): a few recurrences' occurrences
+#: in flight never reach it.
+_PRUNE_AT: Final = 64
+_LIVE: Final = (TimerState.PENDING, TimerState.RUNNING)
+
+
+def _ended(timer: Timer | None) -> bool:
+    """Whether an occurrence with a plan will not run here (again): gone from the table, ended."""
+    return timer is None or timer.state not in _LIVE
 
 
 class Plan(NamedTuple):
@@ -60,6 +71,7 @@ class Chain:
         self.started_at = float("inf")  #: occurrences due before it were missed: downtime
         self._rules: dict[str, tuple[int, dict[str, Any], Rule]] = {}  # name -> by version
         self._plans: dict[str, Plan] = {}  # occurrence key -> its plan, until its handler runs
+        self._prune_at = _PRUNE_AT  # plans held beyond which those of no live timer go
 
     def successor(self, timer: Timer) -> Successor | None:
         """The occurrence after ``timer`` (its attempt is being committed), or None."""
@@ -69,7 +81,10 @@ class Chain:
         plan = self._plan_of(found[0], found[1], self._clock.time())
         if plan is None:
             return None
-        self._plans[timer.key] = plan
+        plans = self._plans
+        plans[timer.key] = plan
+        if len(plans) > self._prune_at:
+            self._prune()
         fields = plan.fields
         return Successor(
             occurrence_key(plan.name, plan.following),
@@ -78,6 +93,17 @@ class Chain:
             fields["payload"],
             fields.get("trace"),
         )
+
+    def _prune(self) -> None:
+        """Drop the plans whose occurrence will not run here: out of the table or ended (its
+        claim was refused: claimed by another node, cancelled, or its partition lost). A plan
+        is taken by its handler, or made again by the occurrence's next attempt, so these would
+        stay for good. The next prune waits until the plans kept have doubled: amortised O(1)
+        per plan, and never more than twice the live ones (or :data:`_PRUNE_AT`) are held."""
+        timers, plans = self._timers, self._plans
+        for key in [key for key in plans if _ended(timers.get(key))]:
+            del plans[key]
+        self._prune_at = max(_PRUNE_AT, 2 * len(plans))
 
     def planned(self, key: str) -> Plan | None:
         """The plan made as ``key``'s attempt was committed (taken: asked once per attempt),
