@@ -41,7 +41,8 @@ _LIST: Final = (
 #: The pending rows of a records' handler, each with the due of the first pending row of an
 #: ``occurrences`` handler whose key starts with the record's up to its ``@`` (a recurrence's
 #: record ``name@rule`` and its occurrences ``name@<time>`` share the partition of ``name``:
-#: the partition's pending index is read, never the whole table).
+#: the partition's pending index is read up to that occurrence, never the whole table; the
+#: cost grows with the timers of that partition due before it).
 _RECORDS: Final = (
     f"SELECT {COLUMNS}, n.due FROM wheel_timers t"
     " LEFT JOIN LATERAL (SELECT o.due FROM wheel_timers o"
