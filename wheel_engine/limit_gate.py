@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from wheel_engine.clock import Cancellable, Clock
@@ -52,8 +51,6 @@ class Starts(Protocol):
     """What a gate needs of the starter: is it closing, and start more of its queue soon."""
 
     closing: bool
-    #: the starter's admission seam: asked right before a due timer is taken into a group
-    admit: Callable[[Timer, Any], bool] | None
 
     def start_later(self) -> None: ...
 

@@ -4,9 +4,10 @@ A handler registered with ``concurrency`` or ``rate`` (:mod:`wheel_engine.limit_
 a :class:`~wheel_engine.limit_gate.Gate` (which parks what may not start yet, and says why). While
 any handler is limited, the starter (:mod:`wheel_engine.starting`) hands each due timer of a
 limited handler to its gate (:meth:`Limits.arrive`) instead of its own queue, asks
-:meth:`Limits.admit_and_take` (its ``admit`` seam) right before it takes a due timer into a
-start group, and tells :meth:`Limits.release` when an attempt ended (or was given back). Nothing
-else of the start path knows about limits; with no limited handler the seam is unset.
+:meth:`Limits.admit` right before it takes a due timer into a start group, and tells
+:meth:`Limits.release` when an attempt ended (or was given back). Nothing else of the start path
+knows about limits, and the starter alone decides when to ask: it tests :attr:`Limits.gates`
+once per start group, and while that is empty (no handler is limited) asks nothing per timer.
 
 Everything runs on the loop thread, like the starter.
 """
@@ -54,8 +55,6 @@ class Limits:
             )
         else:
             gate.configure(limits)
-        # Only while a handler is limited: the starter's fast paths need no seam otherwise.
-        self._starts.admit = self.admit_and_take if self.gates else None
         self.cluster = frozenset(n for n, g in self.gates.items() if g.limits.scope == "cluster")
 
     def arrive(self, timer: Timer, now: float) -> bool:
@@ -81,10 +80,11 @@ class Limits:
             if gate is not None:
                 gate.release()
 
-    def admit_and_take(self, timer: Timer, spec: object) -> bool:
-        """The dispatcher's admission seam (``Dispatcher.admit``): True, and ``timer``'s slot and
-        token are taken, as the starter takes it at once; False, and it is parked (out of the
-        queue, PENDING, uncharged) and the starter's group ends: it goes on a callback later."""
+    def admit(self, timer: Timer) -> bool:
+        """May ``timer``, at the head of the starter's queue, be taken into the start group now?
+        True: its slot and token (if its handler is limited) are taken, as the starter takes it
+        at once. False: it is parked (out of the queue, PENDING, uncharged), the group ends
+        there, and the starter is asked to go on in a callback of its own later."""
         if timer.where != QUEUED:
             return True
         gate = self.gates.get(timer.handler)
