@@ -125,7 +125,7 @@ class StartQueue:
         if self.alone is not None:
             return inline, pooled
         limits = self._limits
-        gated = bool(limits.gates)  # the one test a group pays for limits when none is set
+        gates = limits.gates  # empty while no handler is limited: nothing more is asked
         now = self._clock.time()
         while ready:
             timer = ready[0]
@@ -148,7 +148,7 @@ class StartQueue:
                 to_inline = False
             else:
                 break
-            if gated and not limits.admit(timer):
+            if gates and not limits.admit(timer):
                 break  # not now: it stays queued, uncharged, and its gate starts more later
             ready.popleft()
             timer.charge(now)
