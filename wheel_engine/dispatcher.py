@@ -20,8 +20,9 @@ worker slots taken, the one inline group under way; an attempt's end releases it
 
 Where the sink's commits are done at once (``Commits.instant``, in memory: read once at
 :meth:`Dispatcher.start`), a group's claim succeeds at once: it runs without an attempt commit,
-and a freed worker slot takes the queue's head directly. Per-handler limits plug in at
-:attr:`Dispatcher.admit` (:mod:`wheel_engine.limits`). Everything runs on the loop thread: a
+and a freed worker slot takes the queue's head directly. Per-handler limits plug in at one
+seam, :meth:`Limits.admit <wheel_engine.limits.Limits.admit>`, which the queue asks about each
+timer it takes while a handler is limited. Everything runs on the loop thread: a
 decision and the state change it leads to happen in one synchronous step, so there are no locks.
 """
 
@@ -37,7 +38,6 @@ from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits, log_attempts_failure
 from wheel_engine.events import EventBus
 from wheel_engine.firing import firing_for
-from wheel_engine.handlers import HandlerSpec
 from wheel_engine.inline import InlineRunner
 from wheel_engine.limits import Limits
 from wheel_engine.outcomes import Outcomes
@@ -60,11 +60,12 @@ class Dispatcher:
     ``running`` counts attempts taken (committing or running) and not yet ended; ``idle`` is
     set while it is zero. ``pool`` holds the worker tasks and reaches a running attempt.
 
-    ``admit`` is the admission seam (per-handler concurrency or rate limits): asked about a due
-    timer right before it is taken into a start group. False: not now; it stays queued,
-    uncharged, and the group ends there (the queue's order is kept); whoever said False calls
-    :meth:`start_later` once it would admit again. None: all are admitted (and the in-memory
-    common case may run plain handlers off the queue, :meth:`_inline_now`).
+    ``limits`` holds the per-handler concurrency and rate limits: while one is set, each due
+    timer is admitted (:meth:`Limits.admit <wheel_engine.limits.Limits.admit>`) right before
+    it is taken into a start group. Not admitted: it stays uncharged, and the group ends there
+    (the queue's order is kept); its gate calls :meth:`start_later` once it would admit again.
+    While none is set, all are admitted, and the in-memory common case may run plain handlers
+    off the queue (:meth:`_inline_now`).
     """
 
     def __init__(
@@ -83,7 +84,6 @@ class Dispatcher:
         self.idle = asyncio.Event()  # set while no attempt is running
         self.idle.set()
         self.closing = False
-        self.admit: Callable[[Timer, HandlerSpec], bool] | None = None  # see the class doc
         self._table = table
         self._handlers = table.handlers
         self._commits = commits
@@ -102,7 +102,7 @@ class Dispatcher:
             table, commits, stats, clock, events, arm=arm, max_error_bytes=max_error_bytes
         )
         self._ready: deque[Timer] = deque()
-        self.limits = Limits(clock, events, self._ready, self)  # sets admit while one is limited
+        self.limits = Limits(clock, events, self._ready, self)  # see the class doc
         self._queue = StartQueue(table, outcomes, clock, self._ready, self.limits)
         self._runner = InlineRunner(table, outcomes, stats, events)
         self.pool = WorkerPool(table.handlers, self._worker, max_concurrency)
@@ -184,7 +184,7 @@ class Dispatcher:
             self._instant
             and not self.closing
             and not self._events.active
-            and self.admit is None
+            and not self.limits.gates
             and self._queue.alone is None
             and not self._inline_starting
         )
@@ -193,7 +193,7 @@ class Dispatcher:
         self, free: int, inline_room: int, suspect_may_start: bool
     ) -> tuple[list[Timer], list[Timer]]:
         """The queue's next group (:meth:`StartQueue.take`), its slots taken."""
-        inline, pooled = self._queue.take(free, inline_room, suspect_may_start, self.admit)
+        inline, pooled = self._queue.take(free, inline_room, suspect_may_start)
         self.running += len(inline) + len(pooled)
         self._slots += len(pooled)
         return inline, pooled
@@ -367,7 +367,7 @@ class Dispatcher:
             self.start_later()
             return
         # A plain one at the head starts a new inline group instead (no inline room here).
-        pooled = self._queue.take(1, 0, False, self.admit)[1]
+        pooled = self._queue.take(1, 0, False)[1]
         if pooled:
             self.running += 1
             self._slots += 1

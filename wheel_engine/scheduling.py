@@ -1,17 +1,17 @@
 """The changes the public calls make: schedules, cancels and redrives, in memory then committed.
 
-One path per schedule, one request or a batch: its key is resolved (made by the engine, or the
-timer it replaces or keeps), its timer built at the next version and put into memory by the one
-placing step, :meth:`Scheduler._place` (a redrive's too; a timer due at once may fire while its
-commit is in flight), then committed (:meth:`~wheel_engine.commits.Commits.commit_rows`). Two
-branches do less, each chosen before anything changes: a new key on SQLite
-(:meth:`Scheduler.submit_fresh`: its row goes to the writer first, no coroutine of its own) and
-a batch of new keys (:meth:`Scheduler._fresh`: checked and built in one pass, rows encoded). A
-failed commit's change is taken back out of memory, newest first, before the caller sees the
-error; a change is emitted (:class:`~wheel_engine.events.EventBus`) once committed (at once in
-memory), never if undone. Versions come from one counter: each new version of any key is above
-every earlier one. A single request comes validated (:mod:`wheel_engine.validation`); a batch
-is validated in the pass that builds it, before anything changes. Nothing else raises for bad input.
+One path per schedule, one request or a batch: its key is resolved (made by the engine, or the timer
+it replaces or keeps), its timer built at the next version and put into memory by the one placing
+step, :meth:`Scheduler._place` (a redrive's and a successor's too; a timer due at once may fire
+while its commit is in flight), then committed (:meth:`~wheel_engine.commits.Commits.commit_rows`).
+Two branches do less, each chosen before anything changes: a new key on SQLite
+(:meth:`Scheduler.submit_fresh`: its row goes to the writer first, no coroutine of its own) and a
+batch of new keys (:meth:`Scheduler._fresh`: checked and built in one pass, rows encoded). A failed
+commit's change is taken back out of memory, newest first, before the caller sees the error; a
+change is emitted (:class:`~wheel_engine.events.EventBus`) once committed (at once in memory), never
+if undone. Versions come from one counter: each new version of any key is above every earlier one. A
+single request comes validated (:mod:`wheel_engine.validation`); a batch is validated in the pass
+that builds it, before anything changes. Nothing else raises for bad input.
 """
 
 from __future__ import annotations
@@ -101,6 +101,14 @@ class Scheduler:
             self._arm()
         return timer, (request, timer, previous)
 
+    def place_new(self, made: Iterable[Timer]) -> None:
+        """Put new versions of keys no timer holds into memory (:meth:`_place`), arming once."""
+        arm = False
+        for timer in made:
+            arm = self._place(timer, None) or arm
+        if arm:
+            self._arm()
+
     def _place(self, timer: Timer, previous: Timer | None) -> bool:
         """The one step that puts a new version into memory, whatever made it (a schedule, one
         or a batch's; a redrive): ``timer`` is its key's instead of ``previous`` (out of the
@@ -164,8 +172,7 @@ class Scheduler:
 
         Why: every object a waiting ``schedule()`` keeps alive is walked by the cyclic collector
         (``docs/design.md``); while it waits, its caller (``front.schedule``) keeps alive its
-        coroutine, the timer and the future, not the pair returned (unpacked at once).
-        """
+        coroutine, the timer and the future, not the pair returned (unpacked at once)."""
         key = request.key
         if key is not None and key in self._timers:
             return None
@@ -186,16 +193,16 @@ class Scheduler:
     def settle_fresh(
         self, timer: Timer, future: asyncio.Future[None], due: float, committed: bool
     ) -> TimerInfo:
-        """After the await of :meth:`submit_fresh`'s ``timer``'s commit ``future`` (``due``:
-        the timer's due when it was submitted), ``committed`` if the await returned
-        (the commit is done), else from the caller's ``except`` with the await's error still to
-        raise: a failed commit is undone (before the caller sees the error), a successful one
-        is emitted. A cancelled await (the future is cancelled with it) undoes nothing, as
+        """After the await of :meth:`submit_fresh`'s ``timer``'s commit ``future`` (``due``: the
+        timer's due when it was submitted), ``committed`` if the await returned (the commit is
+        done), else from the caller's ``except`` with the await's error still to raise: a failed
+        commit is undone (before the caller sees the error), a successful one is emitted. A
+        cancelled await (the future is cancelled with it) undoes nothing, as
         :meth:`Commits.commit_rows <wheel_engine.commits.Commits.commit_rows>` says.
 
-        Returns the timer as it was scheduled, though it may have fired meanwhile: the fields
-        a firing changes are those of a new timer (``due``; PENDING, no attempt,
-        no error), the others never change."""
+        Returns the timer as it was scheduled, though it may have fired meanwhile: the fields a
+        firing changes are those of a new timer (``due``; PENDING, no attempt, no error), the others
+        never change."""
         if committed:  # the common case asks the future nothing: its await returned
             self._committed_fresh(timer, future)
         elif future.done() and not future.cancelled():  # raised, yet the commit is over
@@ -249,8 +256,7 @@ class Scheduler:
         A batch of new keys (or none given) takes one pass (:meth:`_fresh`); anything else (a
         key that names a timer, or one given twice) the general path: every request checked,
         then applied one by one (:meth:`apply`). The cyclic collector is paused meanwhile
-        (:mod:`wheel_engine.gcpause`): none of it awaits.
-        """
+        (:mod:`wheel_engine.gcpause`): none of it awaits."""
         if not isinstance(requests, list | tuple):
             requests = list(requests)
         instant = self._commits.instant  # the commit is done at once: nothing to encode
@@ -308,10 +314,7 @@ class Scheduler:
         if not made:
             return [], None
         self.next_version = made[-1].version + 1
-        place = self._place
-        for timer in made:
-            place(timer, None)
-        self._arm()  # once for the batch
+        self.place_new(made)
         infos = [timer.info() for timer in made]  # as scheduled, before any firing
         if not instant:
             return infos, self._commit_fresh(made, rows)
@@ -368,8 +371,7 @@ class Scheduler:
     async def redrive(self, key: str, due: float, now: float) -> TimerInfo:
         """A new version of the DEAD timer ``key``, PENDING at ``due``, attempts reset.
         Returns it as it was redriven (it may fire before the commit is done), once committed.
-        ``TimerNotFound`` if there is no such timer, ``EngineError`` if it is not DEAD.
-        """
+        ``TimerNotFound`` if there is no such timer, ``EngineError`` if it is not DEAD."""
         dead = self._table.timers.get(key)
         if dead is None:
             raise TimerNotFound(key)

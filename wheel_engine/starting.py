@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from journal import Attempt, Record
 from wheel_engine.clock import Clock
-from wheel_engine.handlers import HandlerSpec
 from wheel_engine.limits import Limits
 from wheel_engine.outcomes import Outcomes
 from wheel_engine.storage import Claims
@@ -111,24 +110,22 @@ class StartQueue:
         return queued
 
     def take(
-        self,
-        free: int,
-        inline_room: int,
-        suspect_may_start: bool,
-        admit: Callable[[Timer, HandlerSpec], bool] | None,
+        self, free: int, inline_room: int, suspect_may_start: bool
     ) -> tuple[list[Timer], list[Timer]]:
         """Pop the next group off the queue's head and charge it: (plain ones to run on the
         loop, at most ``inline_room``; ones for the ``free`` worker slots).
 
         A crash suspect is taken only when ``suspect_may_start`` (no other attempt committing
-        or starting), and alone; ``admit`` (the limits' seam) is asked right before each timer
-        is taken: False ends the group, the timer staying uncharged."""
+        or starting), and alone. While a handler is limited, :meth:`Limits.admit` is asked right
+        before each timer is taken: False ends the group, the timer staying uncharged."""
         ready = self.ready
         handlers = self._handlers
         inline: list[Timer] = []
         pooled: list[Timer] = []
         if self.alone is not None:
             return inline, pooled
+        limits = self._limits
+        gates = limits.gates  # empty while no handler is limited: nothing more is asked
         now = self._clock.time()
         while ready:
             timer = ready[0]
@@ -151,8 +148,8 @@ class StartQueue:
                 to_inline = False
             else:
                 break
-            if admit is not None and not admit(timer, spec):
-                break  # not now: it stays queued, uncharged (see ``Dispatcher.admit``)
+            if gates and not limits.admit(timer):
+                break  # not now: it stays queued, uncharged, and its gate starts more later
             ready.popleft()
             timer.charge(now)
             if to_inline:

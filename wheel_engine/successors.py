@@ -194,17 +194,12 @@ class Successors:
 
     def _place(self, made: Iterable[Timer]) -> None:
         timers = self._table.timers
-        place = self._scheduler._place  # the one placing step of every new version
-        arm = False
         placed = []
         for timer in made:
             self._planned.discard(timer.key)
-            if timer.key in timers:
-                continue  # a later schedule took the key (a higher version: it wins)
-            arm = place(timer, None) or arm
-            placed.append(timer)
-        if arm:
-            self._scheduler._arm()
+            if timer.key not in timers:  # else a later schedule took it (a higher version wins)
+                placed.append(timer)
+        self._scheduler.place_new(placed)  # the one placing step of every new version
         self._announce(placed)
 
     def _announce(self, placed: Iterable[Timer]) -> None:

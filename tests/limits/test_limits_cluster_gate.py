@@ -28,7 +28,6 @@ MOVED = 40
 
 class _Starter:
     closing = False
-    admit = None
 
     def start_later(self) -> None:
         pass
@@ -74,7 +73,7 @@ async def test_the_timers_moved_to_the_queue_stay_admitted_after_a_reply_with_fe
     limiter, limits, queue, _, _ = _node(_reply(tokens=0.0))
     assert len(queue) == MOVED
     await limiter.claim("a", [])  # other nodes spent the database's tokens meanwhile
-    admitted = [limits.admit_and_take(timer, None) for timer in list(queue)]
+    admitted = [limits.admit(timer) for timer in list(queue)]
     assert admitted == [True] * MOVED  # the database refuses them instead, in one group
     gate = limits.gates["a"]
     assert gate.bucket is not None and gate.bucket.whole(0.0) == 0  # no more than the database's
@@ -99,7 +98,7 @@ def _taken(limits: Limits, queue: deque[Timer], timer: Timer, now: float) -> Non
     """``timer`` arrives, is admitted at the queue's head and charged, as the starter does."""
     timer.where = QUEUED
     limits.arrive(timer, now)
-    assert queue.popleft() is timer and limits.admit_and_take(timer, None)
+    assert queue.popleft() is timer and limits.admit(timer)
     timer.charge(now)
 
 
