@@ -125,3 +125,22 @@ async def test_every_node_lists_the_recurrences_stored_in_the_database(pg_url: s
         assert await a.cancel_recurring("slow")  # scheduled on b, cancelled from a
         assert await b.recurrences() == await a.recurrences() == [hourly]
     assert fired == []
+
+
+async def test_a_recurrence_cancelled_from_another_node_fires_no_more(pg_url: str) -> None:
+    # "cancel" of #25's list on PostgreSQL: cancelled from the node that does not hold it, no
+    # occurrence due after the cancel runs its handler, on either node.
+    fired: list[tuple[str, str, float]] = []
+    a, b = _node(pg_url, "a", fired), _node(pg_url, "b", fired)
+    async with a, b:
+        await _until(lambda: _owned(a) == _owned(b) == 32)
+        await a.schedule_recurring("s", "sweep", every=0.2)
+        await _until(lambda: len(fired) >= 3)
+        holder = fired[0][0]
+        other = b if holder == "a" else a
+        assert await other.cancel_recurring("s")
+        cancelled_at = time.time()
+        await asyncio.sleep(1.2)  # six periods more
+        assert await a.recurrences() == await b.recurrences() == []
+    nominals = [occurrence_of(key)[1] for _, key, _ in fired]  # type: ignore[index]
+    assert len(nominals) >= 3 and max(nominals) <= cancelled_at  # type: ignore[operator]
