@@ -102,12 +102,11 @@ class Scheduler:
         return timer, (request, timer, previous)
 
     def place_new(self, made: Iterable[Timer]) -> None:
-        """Put new versions of keys no timer holds into memory (:meth:`_place`), arming once."""
-        arm = False
+        """Put new versions of keys no timer holds into memory (:meth:`_place`), then arm once
+        whatever their ticks: inserts move the wheel's next staging tick, armed for too."""
         for timer in made:
-            arm = self._place(timer, None) or arm
-        if arm:
-            self._arm()
+            self._place(timer, None)
+        self._arm()
 
     def _place(self, timer: Timer, previous: Timer | None) -> bool:
         """The one step that puts a new version into memory, whatever made it (a schedule, one
