@@ -12,6 +12,8 @@ import asyncio
 from collections import deque
 from typing import Any, cast
 
+import pytest
+
 from journal.postgres import AttemptResult, PostgresStore
 from journal.postgres.limiting import LimitedClaim
 from wheel_engine.events import EventBus
@@ -130,23 +132,30 @@ async def test_an_attempt_ending_frees_a_slot_but_not_the_row_another_claim_hold
     assert list(queue) == [refused]  # asked about again once the row's hold is over
 
 
-async def test_no_more_of_the_line_moves_to_the_queue_while_the_nodes_own_claim_is_on_its_way() -> (
-    None
-):
-    """While this node's claim of the handler is on its way, a second one would find the row
-    held by the first and be refused: the gate moves nothing more to the starter's queue until
-    the first answers, then at once."""
-    answer = asyncio.Event()
+class _HeldStore(_Store):
+    """``claim_limited`` answers ``reply`` (or raises ``error``) once ``answer`` is set."""
 
-    class _SlowStore(_Store):
-        async def claim_limited(
-            self, handler: str, *limits_and_requests: Any, write: bool
-        ) -> LimitedClaim:
-            await answer.wait()
-            return self.reply
+    def __init__(self, reply: LimitedClaim, error: Exception | None = None) -> None:
+        super().__init__(reply)
+        self.answer = asyncio.Event()
+        self.error = error
 
-    limiter, limits, queue, _, clock = _node(_reply(tokens=float(RATE)))
-    limiter._store = cast(PostgresStore, _SlowStore(_reply(tokens=float(RATE))))
+    async def claim_limited(
+        self, handler: str, *limits_and_requests: Any, write: bool
+    ) -> LimitedClaim:
+        await self.answer.wait()
+        if self.error is not None:
+            raise self.error
+        return self.reply
+
+
+async def _late_behind_a_claim_on_its_way(
+    store: _HeldStore,
+) -> tuple[asyncio.Future[LimitedClaim], Limits, deque[Timer], Timer]:
+    """A node whose claim of "a" waits on ``store``, and a timer ``late`` that arrived at the
+    gate meanwhile (parked: it would find the row held by that claim)."""
+    limiter, limits, queue, _, clock = _node(store.reply)
+    limiter._store = cast(PostgresStore, store)
     queue.clear()
     for timer in limits.gates["a"].woken:
         timer.where = DETACHED  # the moved ones were taken
@@ -156,6 +165,29 @@ async def test_no_more_of_the_line_moves_to_the_queue_while_the_nodes_own_claim_
     late.where = QUEUED
     limits.arrive(late, clock.time())
     assert list(queue) == [] and limits.gates["a"].describe()["waiting_row"] == 1
-    answer.set()
+    return claim, limits, queue, late
+
+
+async def test_no_more_of_the_line_moves_to_the_queue_while_the_nodes_own_claim_is_on_its_way() -> (
+    None
+):
+    """While this node's claim of the handler is on its way, a second one would find the row
+    held by the first and be refused: the gate moves nothing more to the starter's queue until
+    the first answers, then at once."""
+    store = _HeldStore(_reply(tokens=float(RATE)))
+    claim, _, queue, late = await _late_behind_a_claim_on_its_way(store)
+    store.answer.set()
     await claim
     assert list(queue) == [late]  # the answer wakes the line
+
+
+async def test_a_claim_that_failed_wakes_the_line_parked_while_it_was_on_its_way() -> None:
+    """A claim that fails (its connection lost) wakes the line all the same: before, the timers
+    parked behind it waited for a wake that never came."""
+    store = _HeldStore(_reply(tokens=float(RATE)), error=ConnectionError("lost"))
+    claim, limits, queue, late = await _late_behind_a_claim_on_its_way(store)
+    store.answer.set()
+    with pytest.raises(ConnectionError):
+        await claim  # the failure reaches the start group, which puts its timers back
+    assert limits.gates["a"].hold.claims == 0
+    assert list(queue) == [late]

@@ -99,22 +99,27 @@ class ClusterLimiter:
         write = self._written.get(handler) != limits
         gate.hold.claims += 1  # no more of its line is moved to the queue until it answers
         try:
-            reply = await self._store.claim_limited(
-                handler, cluster_limits(limits), requests, write=write
-            )
+            try:
+                reply = await self._store.claim_limited(
+                    handler, cluster_limits(limits), requests, write=write
+                )
+            finally:
+                gate.hold.claims -= 1
+            if reply.row_busy:
+                # Another node's claim held the row: this one waited for nothing and learnt
+                # nothing (a registration not written yet is written with the next claim).
+                gate.hold.row_until = self._clock.time() + ROW_RETRY
+            else:
+                if write:
+                    self._written[handler] = limits
+                self._learn(handler, gate, reply)
+            return reply
         finally:
-            gate.hold.claims -= 1
-        if reply.row_busy:
-            # Another node's claim held the row: this one waited for nothing and learnt
-            # nothing (a registration not written yet is written with the next claim).
-            gate.hold.row_until = self._clock.time() + ROW_RETRY
-        else:
-            if write:
-                self._written[handler] = limits
-            self._learn(handler, gate, reply)
-        if gate.stalled():  # parked while the claim was on its way: asked about now
-            gate.wake()
-        return reply
+            # Timers parked while the claim was on its way are asked about now, whether it
+            # answered or failed (a lost connection): nothing else would wake them. After
+            # _learn, since wake() moves timers at once on the bucket's tokens.
+            if gate.stalled():
+                gate.wake()
 
     def _learn(self, handler: str, gate: Gate, reply: LimitedClaim) -> None:
         now = self._clock.time()
