@@ -299,9 +299,15 @@ class Timer(WheelEntry["Timer"]):
     def voided(self) -> bool:
         return self.where == VOIDED
 
+    @property
+    def may_uncancel(self) -> bool:
+        """Whether :meth:`uncancel` is legal: CANCELED, and not voided (a voided version never
+        existed durably, so a failed cancel has nothing to bring back)."""
+        return self.state is _CANCELED and self.where != VOIDED
+
     def uncancel(self) -> None:
         """CANCELED -> PENDING: the cancel's commit failed. The caller places it again."""
-        if self.state is not _CANCELED or self.where == VOIDED:
+        if not self.may_uncancel:
             raise _illegal(self, "uncancel", "CANCELED, not voided")
         self.state = _PENDING
 

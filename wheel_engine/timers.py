@@ -228,8 +228,8 @@ class TimerTable:
 
     def uncancel(self, timer: Timer) -> bool:
         """A cancel's commit failed: ``timer`` is PENDING again. True if it went back."""
-        if timer.state is not CANCELED or timer.voided:
-            return False  # a voided version never existed durably: nothing to bring back
+        if not timer.may_uncancel:
+            return False
         current = self.timers.get(timer.key)
         # Retention may have forgotten it already (retention=0): then it comes back too.
         if current is not timer and current is not None:
