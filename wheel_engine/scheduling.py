@@ -103,10 +103,9 @@ class Scheduler:
 
     def place_new(self, made: Iterable[Timer]) -> None:
         """Put new versions of keys no timer holds into memory (:meth:`_place`), then arm once
-        whatever their ticks: inserts move the wheel's next staging tick, armed for too."""
-        for timer in made:
-            self._place(timer, None)
-        self._arm()
+        if any of them asks for it."""
+        if any([self._place(timer, None) for timer in made]):
+            self._arm()
 
     def _place(self, timer: Timer, previous: Timer | None) -> bool:
         """The one step that puts a new version into memory, whatever made it (a schedule, one
@@ -123,9 +122,11 @@ class Scheduler:
                 return False
         self._timers[timer.key] = timer
         timer.tick = ceil(timer.due / self._tick)  # TimerTable.insert, inline, with ticked()
-        self._table.wheel.insert_entry(timer)
+        wheel = self._table.wheel
+        wheel.insert_entry(timer)
         armed = self._trigger.armed_tick
-        return armed is None or timer.tick < armed
+        # Due before the armed callback, or the insert may have moved the next staging tick.
+        return armed is None or timer.tick < armed or wheel.work_moves != self._trigger.armed_moves
 
     async def commit(self, changes: list[Change]) -> None:
         """Commit applied schedules; on failure take them back out of memory, newest first."""

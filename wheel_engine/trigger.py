@@ -63,11 +63,14 @@ class Trigger:
     """Arms the clock for the table's wheel; see the module docstring.
 
     ``armed_tick``: a timer whose tick is below it may be due before the armed callback runs
-    (None: none armed); a caller that inserted such a timer calls :meth:`arm`.
+    (None: none armed); a caller that inserted such a timer calls :meth:`arm`. So does one
+    whose insert changed the wheel's ``work_moves`` from ``armed_moves``: it occupied an empty
+    upper slot, and the wheel's next staging tick may now come before the armed callback.
     """
 
     def __init__(self, table: TimerTable, clock: Clock, clock_check: float | None) -> None:
         self.armed_tick: int | None = None
+        self.armed_moves = 0  # the wheel's work_moves when the armed time was worked out
         self.started = False
         self.closing = False
         self._table = table
@@ -111,6 +114,7 @@ class Trigger:
         if self.closing or not self.started:
             return
         when = self._earliest_due()
+        self.armed_moves = self._table.wheel.work_moves
         if when is None:
             self.disarm()
             return

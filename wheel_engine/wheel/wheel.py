@@ -82,6 +82,7 @@ class TimingWheel(Generic[T]):
         "_staged_key",
         "_staging",
         "_top_shift",
+        "work_moves",
     )
 
     def __init__(self, now_tick: int = 0, levels: int = 6, budget: int = DEFAULT_BUDGET) -> None:
@@ -93,6 +94,9 @@ class TimingWheel(Generic[T]):
         self._nlevels = levels
         self._top_shift = levels * SLOT_BITS
         self._levels: list[Level[T]] = [Level(number) for number in range(levels)]
+        #: Bumped when an insert occupies an empty slot above level 0, which may move
+        #: :meth:`next_work_tick` earlier: a caller armed for the old one compares it.
+        self.work_moves = 0
         self._staging: Staging[T] = Staging(self._levels)
         # The staging's own lists, read on every insert and remove (one attribute load less).
         self._staged_key = self._staging.staged_key
@@ -188,6 +192,8 @@ class TimingWheel(Generic[T]):
             return
         slot = key & SLOT_MASK  # slot_for(tick, number)
         bucket = level.slots[slot]
+        if number and not bucket:
+            self.work_moves += 1
         entry.where = level.ident
         entry.slot = slot
         entry.pos = len(bucket)
