@@ -31,8 +31,10 @@ from journal.state import FINISHED, STATE_CODE, TimerRow
 __all__ = ["FINISHED_CODES", "PIECE_RECORDS", "CompactionPlan", "Planner"]
 
 #: Records folded per piece at most; a piece is one write transaction of the writer, so group
-#: commits wait for one piece at a time (its upserts are at most this many rows).
-PIECE_RECORDS: Final = 4_096
+#: commits wait for one piece at a time (its upserts are at most this many rows). Small: a
+#: schedule() that commits during a compaction waits out the piece being written, and more
+#: pieces cost little more in all (each is a few statements).
+PIECE_RECORDS: Final = 512
 #: Records per batch when planning (each batch loads the snapshot rows of its keys at once, and
 #: is decoded at once). Small, as the collector's oldest generation takes in whatever the plan
 #: still holds when the loop's allocations trigger a collection: only the loop's speed counts.
