@@ -78,8 +78,9 @@ class Horizon:
         self.capped: dict[str, tuple[float, int]] = {}
         #: How many more rows of a capped handler the node can hold now (set by the node).
         self.room: Callable[[str], int] = lambda handler: max_rows
-        #: Capped handler -> rows the feed may still add before its next read (its room then,
-        #: less what that read loaded): the feed cannot fill the node past the cap either.
+        #: Capped handler -> rows the node may still adopt before its next read: its room then.
+        #: That read's rows take theirs as they are adopted, the feed's what is left, so the
+        #: feed cannot fill the node past the cap either.
         self.spare: dict[str, int] = {}
 
     def covers(self, due: float, version: int, handler: str | None = None) -> bool:
@@ -150,13 +151,16 @@ class Horizon:
         rows: list[StoredTimer] = []
         for handler, through in list(self.capped.items()):
             room = min(self.room(handler), self.max_rows)
+            # The whole room, not what the page leaves of it: each row of the page takes a
+            # spare row itself as the node adopts it (adopts()). Left at 0 by a page that
+            # filled the room, the first of them moved the cursor back before itself and none
+            # was adopted, read after read: the handler stalled for good.
             self.spare[handler] = max(0, room)
             if room <= 0 or through >= until:
                 continue
             page, self.capped[handler] = await _pages(
                 conn, partitions, (through, until), room, handler=handler
             )
-            self.spare[handler] = room - len(page)
             rows += page
         return rows
 
