@@ -181,3 +181,24 @@ async def test_a_limited_backlog_is_loaded_a_slice_at_a_time_beside_on_time_time
             assert time.time() < now + 15, "b never fired"
     assert max(late) < 0.5  # b fires on time beside the backlog
     assert max(held) <= 2 * 100 + 6  # a slice of the backlog in memory, never all of it
+
+
+async def test_a_limited_backlog_larger_than_the_cap_is_worked_off_to_the_end(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slice after slice, the whole backlog runs: each read fills the handler's room, and every
+    row it brings is adopted. Before, a read that filled the room refused its own rows, so the
+    handler stopped for good after its first slice (figure 10's full PostgreSQL run)."""
+    from wheel_engine.nodes import loading
+
+    monkeypatch.setattr(loading, "CAPPED_ROWS", 100)
+    ran: set[str] = set()
+    e = engine(pg_url, "a")
+    e.register("a", lambda f: ran.add(f.key), concurrency=20)  # no rate: the cap is 100
+    async with e:
+        await until(lambda: len(e.stats()["partitions"]) == 64)
+        now = time.time()
+        await e.schedule_many(
+            [{"handler": "a", "at": now - 5 + i / 1000, "key": f"a{i}"} for i in range(500)]
+        )
+        await until(lambda: len(ran) == 500, patience=20.0)
