@@ -34,6 +34,7 @@ from wheel_engine.model import CancelResult, TimerInfo, TimerState
 from wheel_engine.nodes.options import check_node_options, node_for
 from wheel_engine.nodes.transactional import Joined
 from wheel_engine.recurring.api import RecurringCalls
+from wheel_engine.recurring.records import check_user_handler_name
 from wheel_engine.retry import RetryPolicy
 from wheel_engine.scheduling import Scheduler
 from wheel_engine.stats import Counters
@@ -191,6 +192,7 @@ class Engine(RecurringCalls):
         ``concurrency``, ``rate``, ``burst``, ``limit_scope``: flow control, see
         :mod:`wheel_engine.limits` (a timer waiting for a slot or token stays PENDING, uncharged).
         """
+        check_user_handler_name(name)  # before anything changes
         spec = make_spec(
             name,
             fn,

@@ -201,3 +201,16 @@ async def test_events_for_scheduled_and_canceled_recurrences(where: Path | None)
         ("recurrence_scheduled", "s", info.version),
         ("recurrence_canceled", "s", info.version),
     ]
+
+
+@pytest.mark.parametrize("name", ["recurring:sweep", "recurring:", "wheel-engine:recurrence"])
+def test_a_user_cannot_register_a_handler_name_the_engine_derives(name: str) -> None:
+    """Registered by a user, ``recurring:sweep`` would replace the handler the occurrences of
+    a recurrence of ``sweep`` run under, so the series would stop: refused, nothing changed."""
+    engine = Engine(None)
+    engine.register("sweep", lambda firing: None)
+    derived = engine._handlers["recurring:sweep"]
+    with pytest.raises(ValueError, match="reserved"):
+        engine.register(name, lambda firing: None, concurrency=1)
+    assert engine._handlers["recurring:sweep"] is derived
+    assert name not in engine._dispatcher.limits.gates

@@ -20,6 +20,7 @@ __all__ = [
     "DORMANT_DUE",
     "RULE_HANDLER",
     "RecurrenceInfo",
+    "check_user_handler_name",
     "decode_rule",
     "encode_rule",
     "occurrence_handler",
@@ -56,6 +57,17 @@ def rule_key(name: str) -> str:
 def occurrence_handler(handler: str) -> str:
     """The handler name occurrences of a recurrence of ``handler`` are scheduled under."""
     return _OCCURRENCE_PREFIX + handler
+
+
+def check_user_handler_name(name: str) -> None:
+    """Refuse a name the engine derives itself (``recurring:<handler>``) or uses for records:
+    registered by a user, it would replace the handler a recurrence's occurrences run under,
+    and the series would no longer go on."""
+    if isinstance(name, str) and (name.startswith(_OCCURRENCE_PREFIX) or name == RULE_HANDLER):
+        raise ValueError(
+            f"handler name {name!r} is the engine's own (names starting with"
+            f" {_OCCURRENCE_PREFIX!r} and {RULE_HANDLER!r} are reserved)"
+        )
 
 
 def user_handler(occurrence: str) -> str | None:
