@@ -48,7 +48,7 @@ from wheel_engine.stats import Counters
 from wheel_engine.storage import Claims
 from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_TIMEOUT, Timer, Worker
 from wheel_engine.timers import TimerTable
-from wheel_engine.workers import WorkerPool
+from wheel_engine.workers import WorkerPool, absorb_cancel, stale_cancel
 
 JOURNAL_RETRY_DELAY = 1.0  # seconds before re-dispatching a batch whose attempt commit failed
 WORKER_YIELD_EVERY = 256  # a worker yields to the loop after this many back-to-back firings
@@ -341,8 +341,7 @@ class Dispatcher:
                 if timeout is not None:
                     timeout.cancel()
             timer.worker = None
-            if timer.interrupt is not None and task.cancelling():
-                task.uncancel()
+            stale = timer.interrupt is not None and task.cancelling() and stale_cancel(task)
             self._ended(timer)
             ran = None  # measured only for a subscriber: no clock read per firing otherwise
             if firing is not None and events.active:
@@ -351,7 +350,9 @@ class Dispatcher:
                 timer, error, cancelled=timer.interrupt == INTERRUPT_CANCEL, duration=ran
             )
             served += 1
-            if served % WORKER_YIELD_EVERY == 0:
+            if stale:
+                await absorb_cancel()
+            elif served % WORKER_YIELD_EVERY == 0:
                 await asyncio.sleep(0)
         self.check_idle()
 

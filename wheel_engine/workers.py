@@ -119,3 +119,23 @@ class WorkerPool:
                 worker.task.cancel()  # stop waiting for it; the thread runs on
         elif first:
             worker.task.cancel()
+
+
+def stale_cancel(task: asyncio.Task[Any]) -> bool:
+    """Take back the cancel an interrupt asked of ``task`` for the attempt that just ended;
+    True if it is still pending all the same: the handler was interrupted while it ran, not
+    at an ``await``, and returned. Python 3.11's ``uncancel()`` leaves such a cancel to hit
+    the task's next ``await`` (3.13's clears it): it would stop the next attempt, taken for
+    the engine closing. :func:`absorb_cancel` takes it."""
+    return task.uncancel() == 0 and bool(getattr(task, "_must_cancel", False))
+
+
+async def absorb_cancel() -> None:
+    """Let a stale cancel (:func:`stale_cancel`) hit here, between attempts; one asked since
+    (the engine closing) goes on."""
+    try:
+        await asyncio.sleep(0)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise

@@ -161,3 +161,29 @@ async def test_plain_handler_cancelled_while_its_attempt_commits_never_starts(
         assert history[-2:] == [Attempt, Cancel]
         await clock.advance(1)
         assert ran == [False]  # an attempt nobody asked to stop
+
+
+async def test_a_handler_that_cancels_itself_and_returns_does_not_stop_the_next() -> None:
+    """The cancel of the worker task outlived the attempt on Python 3.11 (``uncancel()`` leaves
+    it pending) and stopped the next attempt on that worker at its first ``await``, which was
+    then left RUNNING for good, as if the engine were closing."""
+    clock = VirtualClock()
+    engine = Engine(None, clock=clock, max_concurrency=1)
+    engine.on_event(lambda event: None)  # attempts on worker tasks, not started inline
+
+    @engine.handler("h")
+    async def handler(firing: Firing) -> None:
+        if firing.payload == 0:
+            await engine.cancel(firing.key)  # in memory, answered without suspending
+            return
+        await asyncio.sleep(0)
+
+    async with engine:
+        await engine.schedule_many(
+            [{"handler": "h", "delay": 1, "key": f"k{i}", "payload": i} for i in range(2)]
+        )
+        await clock.advance(1)
+        for _ in range(3):
+            await clock.advance(0)
+        states = [engine.get(f"k{i}") for i in range(2)]
+        assert [info.state if info else None for info in states] == [TimerState.SUCCEEDED] * 2
