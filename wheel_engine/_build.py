@@ -51,6 +51,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.front",
     "wheel_engine.bare_requests",
     "wheel_engine.inline",
+    "wheel_engine.eager",
     "wheel_engine.plain_group",
     "wheel_engine.starting",
     "wheel_engine.dispatcher",

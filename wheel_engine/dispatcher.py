@@ -4,8 +4,9 @@
 keeps them in its :class:`~wheel_engine.starting.StartQueue` until a group can start, has the
 group's attempts committed (in parts: :mod:`.start_parts`), and runs each in one of three ways:
 
-- **inline**: in memory with nobody listening and nothing queued, plain handlers run off the
-  trigger's batch or the queue's head, each charged as it starts (:mod:`wheel_engine.inline`);
+- **inline**: in memory with nobody listening and nothing queued, plain handlers (and async
+  ones' first steps, :mod:`wheel_engine.eager`) run off the trigger's batch or the queue's
+  head, each charged as it starts (:mod:`wheel_engine.inline`);
 - **a plain group**: a committed group's plain handlers, one after another on the loop, their
   acks in one write (:mod:`wheel_engine.plain_group`);
 - **a worker task**: async and thread handlers (and plain ones queued behind them) on at most
@@ -29,13 +30,13 @@ decision and the state change it leads to happen in one synchronous step, so the
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits, log_attempts_failure
+from wheel_engine.eager import EagerStarts, Started
 from wheel_engine.events import EventBus
 from wheel_engine.firing import firing_for
 from wheel_engine.inline import InlineRunner
@@ -46,7 +47,7 @@ from wheel_engine.start_parts import split_group
 from wheel_engine.starting import INLINE_BATCH, StartQueue
 from wheel_engine.stats import Counters
 from wheel_engine.storage import Claims
-from wheel_engine.timer import INTERRUPT_CANCEL, INTERRUPT_TIMEOUT, Timer, Worker
+from wheel_engine.timer import INTERRUPT_CANCEL, Timer, Worker
 from wheel_engine.timers import TimerTable
 from wheel_engine.workers import WorkerPool, absorb_cancel, stale_cancel
 
@@ -58,14 +59,12 @@ class Dispatcher:
     """The queue's groups, the slots and the three ways an attempt runs; see the module doc.
 
     ``running`` counts attempts taken (committing or running) and not yet ended; ``idle`` is
-    set while it is zero. ``pool`` holds the worker tasks and reaches a running attempt.
-
-    ``limits`` holds the per-handler concurrency and rate limits: while one is set, each due
-    timer is admitted (:meth:`Limits.admit <wheel_engine.limits.Limits.admit>`) right before
-    it is taken into a start group. Not admitted: it stays uncharged, and the group ends there
-    (the queue's order is kept); its gate calls :meth:`start_later` once it would admit again.
-    While none is set, all are admitted, and the in-memory common case may run plain handlers
-    off the queue (:meth:`_inline_now`).
+    set while it is zero. ``pool`` holds the worker tasks and reaches a running attempt;
+    ``eager`` the host of async handlers' first steps. ``limits``: while a handler is limited,
+    each due timer is admitted right before it is taken into a start group; one not admitted
+    stays uncharged and ends the group there, and its gate calls :meth:`start_later` once it
+    would admit again. While none is, the in-memory common case runs off the queue
+    (:meth:`_inline_now`).
     """
 
     def __init__(
@@ -104,14 +103,16 @@ class Dispatcher:
         self._ready: deque[Timer] = deque()
         self.limits = Limits(clock, events, self._ready, self)  # see the class doc
         self._queue = StartQueue(table, outcomes, clock, self._ready, self.limits)
-        self._runner = InlineRunner(table, outcomes, stats, events)
-        self.pool = WorkerPool(table.handlers, self._worker, max_concurrency)
+        self.pool = pool = WorkerPool(table.handlers, self._worker, max_concurrency, clock)
+        self.eager = EagerStarts(pool, self._worker, self._take_slot)
+        self._runner = InlineRunner(table, outcomes, stats, events, self.eager)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start taking due timers, the store open (its sink installed in the commits)."""
         self._loop = loop
         self._instant = self._commits.instant
         self.pool.start(loop)
+        self.eager.start(loop, self._instant)
 
     # ------------------------------------------------------------------ taking groups
     def enqueue(self, batch: list[Timer], now: float) -> None:
@@ -120,7 +121,8 @@ class Dispatcher:
         taken = 0
         if not self._ready and self._inline_now():
             self.running += 1  # the one plain handler running at a time
-            taken = self._runner.run_batch(batch, now, INLINE_BATCH)
+            room = self._slots < self._max_concurrency
+            taken = self._runner.run_batch(batch, now, INLINE_BATCH, room)
             self.running -= 1
             if taken == len(batch):
                 return
@@ -139,7 +141,8 @@ class Dispatcher:
             return
         if self._inline_now():
             self.running += 1
-            ran = self._runner.run_queue(self._ready, self._clock.time(), INLINE_BATCH)
+            room = self._slots < self._max_concurrency  # for an eager step that might wait
+            ran = self._runner.run_queue(self._ready, self._clock.time(), INLINE_BATCH, room)
             self.running -= 1
             if ran:
                 self._table.purge_finished(self._clock.time())
@@ -197,6 +200,12 @@ class Dispatcher:
         self.running += len(inline) + len(pooled)
         self._slots += len(pooled)
         return inline, pooled
+
+    def _take_slot(self) -> None:
+        """An eager attempt waits (:mod:`wheel_engine.eager`): it runs on a worker slot now."""
+        self.running += 1
+        self._slots += 1
+        self.idle.clear()
 
     def suspect_started(self) -> None:
         """The crash suspect's handler has run its first step (up to its first await, or to
@@ -278,55 +287,55 @@ class Dispatcher:
         self.check_idle()
 
     # ------------------------------------------------------------------ worker tasks
-    async def _worker(self) -> None:
+    async def _worker(self, started: Started | None = None, throw: bool = False) -> None:
         """Run committed attempts. One task serves many firings; it ends when none is left.
 
         The attempt is run in this loop itself, not in a coroutine of its own: one coroutine
         object less per firing. Shutdown's cancellation propagates: that attempt is not
-        acknowledged.
+        acknowledged. ``started``: an eager attempt that waits, run first (its rest), this
+        task its host (:mod:`wheel_engine.eager`); ``throw``: a cancel reached it meanwhile.
         """
         task = asyncio.current_task()
         assert task is not None and self._loop is not None
-        worker = Worker(task)
-        go = self.pool.go
-        handlers = self._handlers
-        clock = self._clock
-        queue = self._queue
-        pool = self.pool
-        outcomes = self._outcomes
-        stats = self._stats
-        events = self._events
+        worker = Worker(task) if started is None else started.worker
+        pool, go, queue, handlers = self.pool, self.pool.go, self._queue, self._handlers
+        clock, outcomes, stats, events = self._clock, self._outcomes, self._stats, self._events
         served = 0
-        while go and not self.closing:
-            timer = go.popleft()
-            if queue.alone is timer:  # the queue goes on once its first step has run
-                self._loop.call_soon(self.suspect_started)
-            if timer.interrupt == INTERRUPT_CANCEL:  # cancelled before its handler started
-                self._ended(timer)
-                outcomes.complete(timer, asyncio.CancelledError(), cancelled=True)
-                continue
-            guard = pool.start_guard  # the claim's lease may have lapsed while it waited here
-            if guard is not None and not guard(timer):
-                self._ended(timer)
-                continue
-            spec = handlers[timer.handler]
+        while started is not None or (go and not self.closing):
             error: BaseException | None = None
-            timeout = None
-            if spec.timeout is not None:
-                timeout = clock.call_at(
-                    clock.time() + spec.timeout,
-                    functools.partial(pool.interrupt, timer, INTERRUPT_TIMEOUT),
-                )
             firing = None
+            if started is not None:  # its first step ran: its firing and timeout are set
+                timer, spec, timeout = started.timer, started.spec, started.timeout
+                firing = started.firing
+                rest = started.rest(throw)
+                started = None
+            else:
+                timer = go.popleft()
+                if queue.alone is timer:  # the queue goes on once its first step has run
+                    self._loop.call_soon(self.suspect_started)
+                if timer.interrupt == INTERRUPT_CANCEL:  # cancelled before its handler started
+                    self._ended(timer)
+                    outcomes.complete(timer, asyncio.CancelledError(), cancelled=True)
+                    continue
+                guard = pool.start_guard  # the claim's lease may have lapsed while it waited
+                if guard is not None and not guard(timer):
+                    self._ended(timer)
+                    continue
+                spec = handlers[timer.handler]
+                rest = None
+                timeout = pool.timeout_for(timer, spec, clock.time())
             try:  # the attempt's span (tracing) wraps from here to outcomes.complete below
-                firing = worker.firing = firing_for(timer, clock.time(), stats, events)
-                timer.worker = worker
-                if spec.is_async:
-                    await spec.fn(firing)
-                elif spec.thread:
-                    await pool.in_thread(spec, firing)
+                if rest is not None:
+                    await rest
                 else:
-                    spec.fn(firing)
+                    firing = worker.firing = firing_for(timer, clock.time(), stats, events)
+                    timer.worker = worker
+                    if spec.is_async:
+                        await spec.fn(firing)
+                    elif spec.thread:
+                        await pool.in_thread(spec, firing)
+                    else:
+                        spec.fn(firing)
             except asyncio.CancelledError as exc:
                 if timer.interrupt is None:  # the engine is closing: not acknowledged
                     timer.worker = None

@@ -64,6 +64,9 @@ class HandlerSpec:
     #: recurring's occurrence handlers only (#25): the next occurrence, committed with the
     #: attempt (:mod:`wheel_engine.successors`); None for every registered handler
     successor: SuccessorFn | None = None
+    #: an async handler whose first step may run inline (:mod:`wheel_engine.eager`); not
+    #: recurring's occurrence handlers, whose successors are planned with a start group
+    eager: bool = False
 
 
 def make_spec(
@@ -99,4 +102,6 @@ def make_spec(
         raw.get("limit_scope", "node"),
     )
     inline = not is_async and not thread
-    return HandlerSpec(name, fn, timeout, retry, is_async, thread, inline, describe_error, limits)
+    return HandlerSpec(
+        name, fn, timeout, retry, is_async, thread, inline, describe_error, limits, eager=is_async
+    )

@@ -11,10 +11,12 @@ tasks as needed; the worker loop itself, and the slots, are
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from wheel_engine.clock import Cancellable, Clock
 from wheel_engine.handlers import HandlerSpec
 from wheel_engine.model import Firing
 from wheel_engine.timer import INTERRUPT_TIMEOUT, Timer
@@ -32,7 +34,9 @@ class WorkerPool:
         handlers: dict[str, HandlerSpec],
         work: Callable[[], Coroutine[Any, Any, None]],
         max_concurrency: int,
+        clock: Clock,
     ) -> None:
+        self._clock = clock
         self.tasks: set[asyncio.Task[None]] = set()
         self.go: deque[Timer] = deque()  # attempts committed, waiting for a worker task
         self._work = work  # a worker task's loop: serves committed attempts until none is left
@@ -45,6 +49,8 @@ class WorkerPool:
         #: lease (PostgreSQL): False means its lease is no longer usable and the attempt was
         #: given back, not run. None where every committed attempt may run (SQLite, memory).
         self.start_guard: Callable[[Timer], bool] | None = None
+        #: Ends the task parked for eager starts (:mod:`wheel_engine.eager`), at shutdown.
+        self.stop_parked: Callable[[], asyncio.Task[None] | None] | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -71,18 +77,33 @@ class WorkerPool:
 
     def spawn(self, count: int) -> None:
         """Start ``count`` more worker tasks."""
-        tasks = self.tasks
         for _ in range(count):
-            task = asyncio.ensure_future(self._work())
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            self.adopt(asyncio.ensure_future(self._work()))
+
+    def adopt(self, task: asyncio.Task[None]) -> None:
+        """``task`` is a worker task from now on (an eager attempt's host: it serves on)."""
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def timeout_for(self, timer: Timer, spec: HandlerSpec, started_at: float) -> Cancellable | None:
+        """The call that interrupts ``timer``'s attempt, started at ``started_at``, once its
+        handler's timeout has passed; None if it has none."""
+        if spec.timeout is None:
+            return None
+        return self._clock.call_at(
+            started_at + spec.timeout, functools.partial(self.interrupt, timer, INTERRUPT_TIMEOUT)
+        )
 
     async def cancel_all(self) -> None:
         """Shutdown: cancel every worker task (their attempts are not acknowledged), wait."""
-        for task in list(self.tasks):
+        tasks = list(self.tasks)
+        parked = None if self.stop_parked is None else self.stop_parked()
+        for task in tasks:
             task.cancel()
-        if self.tasks:
-            await asyncio.gather(*self.tasks, return_exceptions=True)
+        if parked is not None:
+            tasks.append(parked)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def in_thread(self, spec: HandlerSpec, firing: Firing) -> None:
         """Run a thread handler in the loop's executor and wait for it."""
