@@ -78,13 +78,21 @@ def loop_e2e(loop_kind: str, offs: list[float], window: float) -> Metrics:
     return peers.run_on(loop_kind, main)
 
 
-def engine_e2e(offs: list[float], window: float, many: bool, loop_kind: str = "asyncio") -> Metrics:
+def engine_e2e(
+    offs: list[float], window: float, many: bool, loop_kind: str = "asyncio", coro: bool = False
+) -> Metrics:
+    """``coro``: the handler is an ``async def`` that never awaits (the countdown's tick)."""
     n = len(offs)
 
     async def main() -> Metrics:
         fired = peers.Countdown(n, time.perf_counter)
         engine = new_engine(None, tick=0.001)
-        register(engine, fired.tick)
+        tick = fired.tick
+
+        async def on_fire(firing: object) -> None:
+            tick(firing)
+
+        register(engine, on_fire if coro else tick)
         async with engine:
             c0 = time.process_time()
             t0 = time.perf_counter()
@@ -211,6 +219,7 @@ def engine_cancel_mix(offs: list[float], window: float) -> Metrics:
 
 ENGINE_ONE = "wheel-engine schedule()"
 ENGINE_MANY = "wheel-engine schedule_many()"
+ENGINE_ASYNC = "wheel-engine schedule_many(), async handler"
 ASYNCIO = "asyncio call_at"
 UVLOOP = "uvloop call_at"
 
@@ -239,6 +248,7 @@ def e2e_comparison(cfg: Config, n: int, reps: int, key: str) -> Comparison:
         [
             (ENGINE_ONE, lambda: engine_e2e(offs, w, many=False)),
             (ENGINE_MANY, lambda: engine_e2e(offs, w, many=True)),
+            (ENGINE_ASYNC, lambda: engine_e2e(offs, w, many=True, coro=True)),
         ],
     )
     return FIGURE.compare(

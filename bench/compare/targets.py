@@ -67,6 +67,12 @@ def targets_for(cfg: Config) -> list[Target]:
             2.0,
         ),
         Target(
+            "in memory schedule_many, an async def handler, vs asyncio call_at",
+            "inmemory.e2e",
+            inmemory.ENGINE_ASYNC,
+            1.2,
+        ),
+        Target(
             "in memory schedule one by one vs asyncio call_at",
             "inmemory.e2e",
             inmemory.ENGINE_ONE,
