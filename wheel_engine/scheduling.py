@@ -104,7 +104,7 @@ class Scheduler:
     def place_new(self, made: Iterable[Timer]) -> None:
         """Put new versions of keys no timer holds into memory (:meth:`_place`), then arm once
         if any of them asks for it."""
-        if any([self._place(timer, None) for timer in made]):
+        if any([self._place(timer, None) for timer in made]):  # a list: every one is placed
             self._arm()
 
     def _place(self, timer: Timer, previous: Timer | None) -> bool:

@@ -63,7 +63,7 @@ def check_user_handler_name(name: str) -> None:
     """Refuse a name the engine derives itself (``recurring:<handler>``) or uses for records:
     registered by a user, it would replace the handler a recurrence's occurrences run under,
     and the series would no longer go on."""
-    if isinstance(name, str) and (name.startswith(_OCCURRENCE_PREFIX) or name == RULE_HANDLER):
+    if isinstance(name, str) and (user_handler(name) is not None or name == RULE_HANDLER):
         raise ValueError(
             f"handler name {name!r} is the engine's own (names starting with"
             f" {_OCCURRENCE_PREFIX!r} and {RULE_HANDLER!r} are reserved)"

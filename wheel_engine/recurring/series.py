@@ -123,10 +123,9 @@ class Series:
         )
 
     def registered(self, spec: HandlerSpec) -> bool:
-        """Derive the occurrence handler of a just registered user handler; True if occurrences
-        parked for want of it (at recovery) became due."""
-        if spec.name == RULE_HANDLER or user_handler(spec.name) is not None:
-            return False
+        """Derive the occurrence handler of a just registered user handler (never one of the
+        engine's own names: ``register()`` refuses those); True if occurrences parked for want
+        of it (at recovery) became due."""
         derived = HandlerSpec(
             occurrence_handler(spec.name),
             self._run,
