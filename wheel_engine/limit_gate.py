@@ -10,9 +10,10 @@ slot is released, or the token bucket has refilled, at the time the clock says: 
 and no callback at all while nothing waits), it moves a batch of at most ``WAKE_BATCH`` parked
 timers, as many as can start, to the **tail** of the starter's queue; the next batch moves once
 the last of these is taken, in a loop callback of its own (so one start group holds at most one
-batch of a backlog). So a timer of another handler that becomes due has at most one such
-batch (and the start group under way) before it in the starter's queue, however long the
-backlog; and a backlog of N costs O(1) per start: the line is never rescanned.
+batch of a backlog), or ``STALE_RECHECK`` later if one of them leaves the queue untaken. So
+a timer of another handler that becomes due has at most one such batch (and the start group
+under way) before it in the starter's queue, however long the backlog; and a backlog of N costs
+O(1) per start: the line is never rescanned.
 
 Order within a handler: the line is kept in ``(due, version)`` order, and a timer of a handler
 whose line (or whose batch moved to the queue) holds an earlier one is parked behind it.
@@ -43,7 +44,8 @@ WAKE_BATCH: Final = 256
 #: to thousands of starts per second is woken a few hundred times a second, not once per token.
 REFILL_QUANTUM: Final = 0.005
 #: While moved timers wait in the starter's queue (the engine is saturated), the line looks again
-#: this often, in case they were all cancelled there (a cancel does not tell the gate).
+#: this often, in case they were all cancelled there, or dropped with a partition the node lost
+#: (neither tells the gate).
 STALE_RECHECK: Final = 1.0
 
 
@@ -199,6 +201,9 @@ class Gate:
             moved += 1
         if moved:
             self._starts.start_later()
+            # Taking the last of them wakes the line (took); one cancelled, or dropped with a
+            # partition the node lost, before the starter took it would not: look again then.
+            self._wake_handle = self._clock.call_at(now + STALE_RECHECK, self.wake)
 
     def put_back(self, timer: Timer, now: float) -> None:
         """``timer`` was admitted, then refused by the store (cluster scope) and uncharged."""
@@ -289,9 +294,14 @@ class Gate:
     def _wake_soon(self) -> None:
         """Wake the line in a loop callback of its own, not inside the start group being taken:
         its batch joins the queue's tail behind what came due meanwhile, and a start group
-        holds at most one batch of this handler's backlog."""
-        if self._wake_handle is None and not self._starts.closing:
-            self._wake_handle = self._clock.call_at(self._clock.time(), self.wake)
+        holds at most one batch of this handler's backlog. It replaces a later wake (the
+        stale recheck of the batch just taken, or a refill wake, which ``wake`` sets again)."""
+        if self._starts.closing:
+            return
+        handle = self._wake_handle
+        if handle is not None:
+            handle.cancel()
+        self._wake_handle = self._clock.call_at(self._clock.time(), self.wake)
 
     def _wake_at_refill(self) -> None:
         bucket = self.bucket
