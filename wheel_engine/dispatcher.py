@@ -63,8 +63,7 @@ class Dispatcher:
     ``eager`` the host of async handlers' first steps. ``limits``: while a handler is limited,
     each due timer is admitted right before it is taken into a start group; one not admitted
     stays uncharged and ends the group there, and its gate calls :meth:`start_later` once it
-    would admit again. While none is, the in-memory common case runs off the queue
-    (:meth:`_inline_now`).
+    would admit again. While none is, the common case in memory runs inline (:meth:`_inline_now`).
     """
 
     def __init__(
@@ -337,7 +336,9 @@ class Dispatcher:
                     else:
                         spec.fn(firing)
             except asyncio.CancelledError as exc:
-                if timer.interrupt is None:  # the engine is closing: not acknowledged
+                # No interrupt, the task cancelled: the engine is closing (or the loop going
+                # away), not acknowledged. Raised by the handler itself: a failed attempt.
+                if timer.interrupt is None and (self.closing or task.cancelling()):
                     timer.worker = None
                     self._ended(timer)
                     self.check_idle()

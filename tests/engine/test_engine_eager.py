@@ -290,3 +290,31 @@ def test_both_paths_end_every_timer_alike(plan: list[str], max_concurrency: int)
     worker = asyncio.run(outcomes("worker", plan, max_concurrency))
     assert eager == worker
     assert all(state != "RUNNING" for state, _ in eager)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("waits", [False, True])
+async def test_a_handler_that_raises_cancelled_error_itself_is_retried(
+    path: str, waits: bool
+) -> None:
+    """Nobody cancelled it: a failed attempt. On a worker it was taken for the engine closing,
+    the worker ended and the timer stayed RUNNING for good."""
+    engine, clock = engine_on(path)
+    seen: list[object] = []
+
+    @engine.handler("h", retry=RetryPolicy(max_attempts=2, initial=1.0, jitter=False))
+    async def handler(firing: Firing) -> None:
+        seen.append(ran_as())
+        if waits:
+            await asyncio.sleep(0)
+        if firing.attempt == 1:
+            raise asyncio.CancelledError
+
+    async with engine:
+        await engine.schedule("h", delay=1, key="k")
+        for _ in range(3):
+            await clock.advance(1)
+            await clock.advance(0)
+        info = engine.get("k")
+        assert info is not None and info.state is TimerState.SUCCEEDED and info.attempts == 2
+        assert seen[0] == path
