@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable
 
 from bench.compare.peers import Countdown
 from wheel_engine import Engine
+from wheel_engine.key_index import KeyIndex
 from wheel_engine.model import TimerState
 from wheel_engine.retention import RetentionWindow
 from wheel_engine.testing import VirtualClock
@@ -74,13 +75,16 @@ async def _fire(n: int, max_retained: int) -> float:
 FINISHED_AT = 1_000.0
 
 
-def _finished_timers(n: int) -> tuple[dict[str, Timer], list[Timer]]:
+def _finished_timers(n: int) -> tuple[KeyIndex, list[Timer]]:
     """``n`` SUCCEEDED timers and the index by key holding them."""
     timers = [
         Timer(f"k{i}", i + 1, H, 0.0, None, TimerState.SUCCEEDED, updated_at=FINISHED_AT)
         for i in range(n)
     ]
-    return {timer.key: timer for timer in timers}, timers
+    index = KeyIndex()
+    for timer in timers:
+        index.put(timer)
+    return index, timers
 
 
 async def _window_setup(n: int, max_retained: int) -> float:

@@ -84,7 +84,9 @@ class Row(Protocol):
     these attributes that a :data:`RowFactory` makes (the engine's own timer, so that recovery
     builds each timer once instead of a row and then a timer)."""
 
-    key: str
+    @property
+    def key(self) -> str: ...  # read only: the engine's timer may spell it when asked
+
     version: int
     handler: str
     due: float

@@ -27,6 +27,7 @@ import pytest
 import wheel_engine
 from wheel_engine import _build
 from wheel_engine.cli import build_parser
+from wheel_engine.key_index import KeyIndex
 from wheel_engine.timer import Timer
 from wheel_engine.validation import RequestChecker, check_engine_options, check_version, due_time
 from wheel_engine.wheel import TimingWheel
@@ -110,7 +111,9 @@ class Named(str):
         return "not-this"
 
 
-CHECK = RequestChecker({"h": None}, {}, 100.5)  # a float limit: the engine never checks its type
+CHECK = RequestChecker(
+    {"h": None}, KeyIndex(), 100.5
+)  # a float limit: the engine never checks its type
 NAIVE = datetime(2020, 1, 1)  # no time zone: the point
 #: Bad input and what it raises, the same on both builds. Compiled, an annotation narrower
 #: than ``object``/``Any`` would raise mypyc's own ``TypeError`` for each of these instead.

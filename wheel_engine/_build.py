@@ -47,6 +47,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "wheel_engine.restoring",
     "wheel_engine.trigger",
     "wheel_engine.engine_keys",
+    "wheel_engine.key_index",
     "wheel_engine.scheduling",
     "wheel_engine.front",
     "wheel_engine.bare_requests",

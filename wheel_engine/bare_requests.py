@@ -82,17 +82,17 @@ def bare_head(
     ``version + i``, as ``Scheduler.schedule_many`` numbers them. Nothing is taken from
     ``keys``: the caller skips past the serials it keeps."""
     keys, serial, version = key_of
+    prefix = keys.prefix  # each timer keeps its serial, its key spelled only when asked
     made: list[Timer] = []
     rows: list[tuple[int, bytes]] = []
     for request in requests:
         due = bare_due(request, handlers, now)
         if due < 0.0:
             break
-        key = keys.key(serial)
         handler: str = request["handler"]
-        made.append(Timer(key, version, handler, due, None))
+        made.append(Timer(prefix, version, handler, due, None, serial=serial))
         if durable:
-            rows.append(schedule_row(key, version, handler, due, None, now))
+            rows.append(schedule_row(keys.key(serial), version, handler, due, None, now))
         serial += 1
         version += 1
     return made, rows

@@ -1,9 +1,11 @@
 """The keys the engine makes for timers scheduled without one: ``"<prefix>-<serial>"``.
 
-One :class:`EngineKeys` per engine, used by both storage sides (``wheel_engine.scheduling`` on
-SQLite and in memory, ``wheel_engine.nodes.scheduler`` on PostgreSQL). Guaranteed: every key
-one instance makes is new to it (serials count up from 1 and are never handed out twice), and
-the prefix is 12 random hex digits drawn once per instance, so keys made by two engines (two
+One :class:`EngineKeys` per index by key (``wheel_engine.key_index``, which finds the timers of
+the keys it makes by serial), used by ``wheel_engine.scheduling`` on SQLite and in memory;
+``wheel_engine.nodes.scheduler`` keeps one of its own on PostgreSQL. Guaranteed: every key one
+instance makes is new to it (serials count up from 1 and are never handed out twice; a key a
+caller spells for a serial not made yet moves the count past it, see ``KeyIndex.put``), and the
+prefix is 12 random hex digits drawn once per instance, so keys made by two engines (two
 processes, two nodes of a cluster, a restart on the same journal) differ with overwhelming
 probability: a key never needs to be checked against what is stored. A serial taken and not
 used (a batch that went the general path) leaves a gap: harmless, keys stay unique.
@@ -37,6 +39,13 @@ class EngineKeys:
         serial = self.next_serial
         self.next_serial = serial + 1
         return f"{self.prefix}-{serial}"
+
+    def take(self) -> int:
+        """A new serial: the key ``key(serial)``, which a timer may keep unspelled
+        (``Timer.serial``)."""
+        serial = self.next_serial
+        self.next_serial = serial + 1
+        return serial
 
     def key(self, serial: int) -> str:
         """The key of ``serial``, as :meth:`new` spells it."""

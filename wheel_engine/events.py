@@ -78,7 +78,9 @@ Subscriber = Callable[[Event], object]
 class TimerLike(Protocol):
     """What an emit method reads of the engine's timer (``wheel_engine.timer.Timer`` fits)."""
 
-    key: str
+    @property
+    def key(self) -> str: ...
+
     version: int
     handler: str
     due: float

@@ -30,7 +30,8 @@ def firing_for(timer: Timer, now: float, stats: Counters, events: EventBus) -> F
     payload = timer.payload
     if payload is UNDECODED:
         payload = timer.decode_payload()
+    serial = timer.serial  # Timer.key, inline: a property is a Python call in the pure build
+    key = timer.key_base if not serial else f"{timer.key_base}-{serial}"
     return _new_tuple(  # NamedTuple's own __new__ is a Python function: skip it
-        _FIRING,
-        (timer.key, timer.version, timer.handler, payload, timer.due, timer.attempts, now),
+        _FIRING, (key, timer.version, timer.handler, payload, timer.due, timer.attempts, now)
     )

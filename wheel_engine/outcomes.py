@@ -68,7 +68,7 @@ class Outcomes:
         """
         interrupt = timer.interrupt
         timer.interrupt = None
-        current = self._table.timers.get(timer.key) is timer
+        current = self._table.timers.holds(timer)
         now = self._clock.time()
         if error is None:
             self.succeed([timer], now, None if duration is None else [duration])
@@ -143,7 +143,7 @@ class Outcomes:
         caller's (:meth:`succeed`, or the inline runner, whose sink keeps no acks)."""
         self._stats.succeeded += 1
         timer.interrupt = None
-        if self._current.get(timer.key) is timer:  # not replaced while it ran
+        if self._current.holds(timer):  # not replaced while it ran
             timer.succeed(now)
             self._finished.add(timer)
 

@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Final
 
+from wheel_engine.key_index import KeyIndex
 from wheel_engine.model import TimerState
 from wheel_engine.timer import Timer
 
@@ -58,7 +59,7 @@ class RetentionWindow:
 
     __slots__ = ("_append", "_order", "_stale", "_timers", "max_retained", "retained", "retention")
 
-    def __init__(self, timers: dict[str, Timer], retention: float, max_retained: int) -> None:
+    def __init__(self, timers: KeyIndex, retention: float, max_retained: int) -> None:
         self._timers = timers  # the table's index by key, shared: forgetting deletes from it
         self.retention = retention
         self.max_retained = max_retained
@@ -94,7 +95,7 @@ class RetentionWindow:
         back): no longer counted, its entry stale. Call it before the change; a timer not
         retained (not finished, or not its key's timer any more) is ignored."""
         state = timer.state
-        if (state is _SUCCEEDED or state is _CANCELED) and self._timers.get(timer.key) is timer:
+        if (state is _SUCCEEDED or state is _CANCELED) and self._timers.holds(timer):
             self.retained -= 1
             stale = self._stale
             stale[timer] = stale.get(timer, 0) + 1
@@ -123,7 +124,7 @@ class RetentionWindow:
             if not (stale and _use_mark(stale, timer)):
                 if self.retained <= self.max_retained and timer.updated_at > horizon:
                     break
-                del timers[timer.key]
+                timers.delete(timer)
                 self.retained -= 1
             order.popleft()
         if len(order) > 2 * self.retained + COMPACT_SLACK:

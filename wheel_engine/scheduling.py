@@ -27,7 +27,6 @@ from journal.codec import SCHEDULE_KIND, schedule_body, schedule_row
 from wheel_engine.bare_requests import bare_head
 from wheel_engine.clock import Clock
 from wheel_engine.commits import Commits
-from wheel_engine.engine_keys import EngineKeys
 from wheel_engine.errors import EngineError, TimerNotFound
 from wheel_engine.events import EventBus
 from wheel_engine.gcpause import gc_paused
@@ -65,7 +64,7 @@ class Scheduler:
     ) -> None:
         self.next_version = 1  # recovery sets it above the journal's highest
         self._table = table
-        self._timers = table.timers  # the table's own dict, read on every schedule
+        self._timers = table.timers  # the table's own index, read on every schedule
         self._tick = table.tick  # fixed for the engine's life
         self._commits = commits
         self._stats = stats
@@ -74,7 +73,7 @@ class Scheduler:
         self._arm = trigger.arm
         self._pool = pool
         self._events = events
-        self._keys = EngineKeys()  # the keys of requests that name none
+        self._keys = table.timers.made  # the keys of requests that name none
         self.tracing: Any = None  # tracing (#29): a ContextVar of the trace, set only when on
 
     def apply(self, request: CheckedRequest) -> tuple[Timer, Change | None]:
@@ -82,9 +81,9 @@ class Scheduler:
         timer was kept, the change to commit (or undo)."""
         timers = self._timers
         key = request.key
-        previous = None
-        if key is None:
-            key = self._keys.new()
+        previous, serial = None, 0
+        if key is None:  # the timer keeps its serial, its key spelled only when asked
+            key, serial = self._keys.prefix, self._keys.take()
         else:
             previous = timers.get(key)
             if previous is not None and previous.state.is_live:
@@ -94,7 +93,7 @@ class Scheduler:
                     self._table.unplace(previous)
         version = self.next_version
         self.next_version = version + 1
-        timer = Timer(key, version, request.handler, request.due, request.payload)
+        timer = Timer(key, version, request.handler, request.due, request.payload, serial=serial)
         if self.tracing:  # tracing (#29): the call's context
             timer.trace = self.tracing.get()
         if self._place(timer, previous):
@@ -117,10 +116,10 @@ class Scheduler:
             table.finished.discard(previous)
             table.dead.pop(previous.key, None)
             if timer.handler not in table.handlers:  # a schedule's handler is registered
-                self._timers[timer.key] = timer
+                self._timers.put(timer)
                 table.park(timer)
                 return False
-        self._timers[timer.key] = timer
+        self._timers.put(timer)
         timer.tick = ceil(timer.due / self._tick)  # TimerTable.insert, inline, with ticked()
         wheel = self._table.wheel
         wheel.insert_entry(timer)
@@ -167,8 +166,7 @@ class Scheduler:
         a SQLite journal and a key that names no timer (or none given). The timer goes into
         memory and its row to the writer; no coroutine, list or closure is made for it. Returns
         the timer and its commit's future; the caller awaits the future and then calls
-        :meth:`settle_fresh`, also when the await raised. If the journal is closed, this raises
-        before anything changes.
+        :meth:`settle_fresh`, also when the await raised. A closed journal raises, unchanged.
 
         Why: every object a waiting ``schedule()`` keeps alive is walked by the cyclic collector
         (``docs/design.md``); while it waits, its caller (``front.schedule``) keeps alive its
@@ -176,15 +174,16 @@ class Scheduler:
         key = request.key
         if key is not None and key in self._timers:
             return None
-        if key is None:
-            key = self._keys.new()
+        serial = 0 if key is not None else self._keys.take()  # the timer keeps it unspelled
         version = self.next_version
         handler, due = request.handler, request.due
+        base = self._keys.prefix if key is None else key
+        timer = Timer(base, version, handler, due, request.payload, serial=serial)
+        key = timer.key
         future = self._commits.rows.submit_row(
             SCHEDULE_KIND, schedule_body(key, version, handler, due, request.data, now)
         )
         self.next_version = version + 1
-        timer = Timer(key, version, handler, due, request.payload)
         if self._place(timer, None):
             self._arm()
         self._commits.committing[key] = future
@@ -291,18 +290,18 @@ class Scheduler:
         if len(made) < len(requests):
             timers, given = self._timers, set[str]()
             for valid in check.each(requests[len(made) :] if made else requests, now):
-                name = valid.key
+                name, number = valid.key, 0
                 if name is None:
-                    name = keys.key(serial)
+                    name, number = keys.prefix, serial  # the timer keeps its serial unspelled
                     serial += 1
                 elif name in timers or name in given:
                     return None  # nothing taken: the general path numbers the keys again
                 else:
                     given.add(name)
                 handler, due = valid.handler, valid.due
-                made.append(Timer(name, version, handler, due, valid.payload))
+                made.append(Timer(name, version, handler, due, valid.payload, serial=number))
                 if durable:
-                    rows.append(schedule_row(name, version, handler, due, valid.data, now))
+                    rows.append(schedule_row(made[-1].key, version, handler, due, valid.data, now))
                 version += 1
         keys.skip_to(serial)  # past this batch's keys
         return made, rows
@@ -377,8 +376,9 @@ class Scheduler:
             raise TimerNotFound(key)
         if dead.state is not DEAD:
             raise EngineError(f"timer {key!r} is {dead.state.value}, not DEAD")
-        fresh = Timer(dead.key, self.next_version, dead.handler, due, dead.payload)
-        self.next_version += 1
+        version = self.next_version
+        fresh = Timer(dead.key_base, version, dead.handler, due, dead.payload, serial=dead.serial)
+        self.next_version = version + 1
         fresh.packed = dead.packed
         fresh.trace = (self.tracing and self.tracing.get()) or dead.trace  # tracing (#29)
         fresh.last_error = dead.last_error  # kept for reading; attempts start again at 0

@@ -209,7 +209,7 @@ class StartQueue:
         current = table.timers
         for timer in timers:
             self._limits.release(timer)
-            if timer.state is RUNNING and current.get(timer.key) is timer:
+            if timer.state is RUNNING and current.holds(timer):
                 timer.uncharge()
                 timer.due = max(timer.due, retry_at)
                 table.insert(timer)

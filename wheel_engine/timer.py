@@ -123,8 +123,9 @@ class Timer(WheelEntry["Timer"]):
         "first_attempt_at",
         "handler",
         "interrupt",
-        "key",
+        "key_base",  # the key, or (``serial`` set) the engine's key prefix, shared
         "payload",
+        "serial",  # 0, or the serial of the key the engine made: "<key_base>-<serial>"
         "state",
         "updated_at",
         "worker",
@@ -142,13 +143,15 @@ class Timer(WheelEntry["Timer"]):
         last_error: str | None = None,
         first_attempt_at: float | None = None,
         updated_at: float = 0.0,
+        serial: int = 0,
     ) -> None:
         self.tick = 0  # the wheel fields (see WheelEntry); tick is set when it goes in
         self.seq = version  # what ``version`` reads
         self.where = DETACHED
         self.slot = 0
         self.pos = 0
-        self.key = key
+        self.key_base = key
+        self.serial = serial
         self.handler = handler
         self.due = due
         self.payload = payload
@@ -161,6 +164,12 @@ class Timer(WheelEntry["Timer"]):
         self.extras: bytes | TimerExtras | None = None
         if last_error is not None:
             self.last_error = last_error
+
+    @property
+    def key(self) -> str:
+        """Its key. One the engine made is spelled when asked, not stored: it costs the timer
+        its serial alone (``wheel_engine.key_index``)."""
+        return self.key_base if not self.serial else f"{self.key_base}-{self.serial}"
 
     @property
     def version(self) -> int:
@@ -329,7 +338,7 @@ class Timer(WheelEntry["Timer"]):
         return _new_tuple(
             _TIMER_INFO,
             (
-                self.key,
+                self.key_base if not self.serial else f"{self.key_base}-{self.serial}",  # .key
                 self.version,
                 self.handler,
                 self.due,

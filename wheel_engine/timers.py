@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from wheel_engine.errors import IllegalTransition
 from wheel_engine.handlers import HandlerSpec
+from wheel_engine.key_index import KeyIndex
 from wheel_engine.model import TimerInfo, TimerState
 from wheel_engine.restoring import place_recovered
 from wheel_engine.retention import RetentionWindow
@@ -61,7 +62,7 @@ class TimerTable:
         self.tick = tick
         self.retention = retention
         self.max_retained = max_retained
-        self.timers: dict[str, Timer] = {}  # key -> its latest version, live or finished
+        self.timers = KeyIndex()  # key -> its latest version, live or finished
         # SUCCEEDED and CANCELED timers in finishing order, for retention: a deque, so that
         # the fire path never pays a rehash (see wheel_engine.retention).
         self.finished = RetentionWindow(self.timers, retention, max_retained)
@@ -142,7 +143,7 @@ class TimerTable:
             raise IllegalTransition(timer.key, timer.version, f"finish as {state}", timer.state, "")
         if state is DEAD:
             self.dead[timer.key] = timer
-        elif self.timers.get(timer.key) is timer:  # the window counts only keys' latest versions
+        elif self.timers.holds(timer):  # the window counts only keys' latest versions
             self.finished.add(timer)
             self.purge_finished(now)
 
@@ -191,11 +192,11 @@ class TimerTable:
         version, it leaves every index too and True is returned. Its state is the caller's."""
         if timer.state is PENDING:
             self.unplace(timer)
-        if self.timers.get(timer.key) is not timer:
+        if not self.timers.holds(timer):
             return False
         self.finished.discard(timer)  # it may have run and succeeded before the commit failed
         self.dead.pop(timer.key, None)
-        del self.timers[timer.key]
+        self.timers.delete(timer)
         return True
 
     def replace(self, timer: Timer, previous: Timer | None) -> None:
@@ -203,7 +204,7 @@ class TimerTable:
         if previous is not None:
             self.finished.discard(previous)
             self.dead.pop(timer.key, None)
-        self.timers[timer.key] = timer
+        self.timers.put(timer)
 
     def take_back(self, timer: Timer, previous: Timer | None, now: float) -> bool:
         """A new version's commit failed: ``previous`` is the key's timer again, as it was.
@@ -215,7 +216,7 @@ class TimerTable:
         timer.void()  # this version never existed durably: it must not fire
         if previous is None:
             return False
-        self.timers[timer.key] = previous
+        self.timers.put(previous)
         if previous.state is PENDING:
             self.place(previous)
             return True
@@ -235,7 +236,7 @@ class TimerTable:
         if current is not timer and current is not None:
             return False
         self.finished.discard(timer)
-        self.timers[timer.key] = timer
+        self.timers.put(timer)
         timer.uncancel()
         self.insert(timer)
         return True

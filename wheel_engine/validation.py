@@ -24,14 +24,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from wheel_engine.diagnostics import MIN_ERROR_BYTES
 from wheel_engine.errors import DuplicateKey, UnknownHandler
+from wheel_engine.key_index import KeyIndex
 from wheel_engine.payload import encode_payload
-
-if TYPE_CHECKING:
-    from wheel_engine.timer import Timer
 
 # Final: compiled code reads these as constants, not by a lookup in the module's dict.
 #: What ``on_conflict`` may say (``schedule()`` documents each).
@@ -97,7 +95,7 @@ class RequestChecker:
     __slots__ = ("_handlers", "_max_payload_bytes", "_timers")
 
     def __init__(
-        self, handlers: Mapping[str, object], timers: Mapping[str, Timer], max_payload_bytes: Any
+        self, handlers: Mapping[str, object], timers: KeyIndex, max_payload_bytes: Any
     ) -> None:
         self._handlers = handlers
         self._timers = timers
@@ -106,7 +104,7 @@ class RequestChecker:
     def leave_conflicts_to_the_store(self) -> None:
         """The store, shared by several nodes (PostgreSQL), decides ``on_conflict="error"``,
         not this node's memory: no request is checked against the live timers any more."""
-        self._timers = {}
+        self._timers = KeyIndex()  # empty: it finds no key
 
     def request(
         self,

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wheel_engine.bare_requests import NOT_BARE, bare_due
+from wheel_engine.key_index import KeyIndex
 from wheel_engine.validation import MAX_TIME, RequestChecker
 
 NOW = 1_700_000_000.0
@@ -38,7 +39,7 @@ requests = st.one_of(
 
 def checked(request: dict[str, Any]) -> Any:
     """What the checker makes of ``request``: its CheckedRequest, or the exception type."""
-    checker = RequestChecker(HANDLERS, {}, 1 << 20)
+    checker = RequestChecker(HANDLERS, KeyIndex(), 1 << 20)
     try:
         return next(checker.each([request], NOW))
     except Exception as exc:  # the type is what is compared

@@ -134,7 +134,7 @@ def test_the_table_finishes_through_the_timers_own_guard() -> None:
     with pytest.raises(IllegalTransition):
         table.finish(timer_in(R), P, NOW)  # PENDING is no end
     adopted = timer_in(C)  # a row built finished already: only filed
-    adopted.key = "adopted"
+    adopted.key_base = "adopted"
     table.timers[adopted.key] = adopted
     table.finish(adopted, C, NOW + 7)
     assert adopted.updated_at == NOW + 7 and list(table.finished) == [done.key, "adopted"]

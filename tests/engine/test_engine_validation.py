@@ -27,6 +27,7 @@ from wheel_engine import (
     TimerState,
     UnknownHandler,
 )
+from wheel_engine.key_index import KeyIndex
 from wheel_engine.testing import VirtualClock
 from wheel_engine.validation import MAX_TIME, CheckedRequest, RequestChecker
 
@@ -328,7 +329,7 @@ def test_engine_rejects_bad_retention_settings() -> None:
 
 
 def test_a_checked_request_is_read_by_name() -> None:
-    checker = RequestChecker({"h": object()}, {}, 65536)
+    checker = RequestChecker({"h": object()}, KeyIndex(), 65536)
     request = checker.request("h", None, 5, {"n": (1, 2)}, "k", "keep", 100.0)
     assert isinstance(request, CheckedRequest)
     assert (request.handler, request.due, request.key, request.on_conflict) == (

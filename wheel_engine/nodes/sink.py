@@ -368,11 +368,7 @@ class NodeSink:
         loop.call_later(max(wait, 0.0) + self._table.tick, self._reinsert, timer)
 
     def _reinsert(self, timer: Timer) -> None:
-        if (
-            self._closed
-            or timer.state is not PENDING
-            or self._table.timers.get(timer.key) is not timer
-        ):
+        if self._closed or timer.state is not PENDING or not self._table.timers.holds(timer):
             return
         self._table.insert(timer)
         self._trigger.arm()

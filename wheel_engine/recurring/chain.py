@@ -25,6 +25,7 @@ from typing import Any, Final, NamedTuple
 
 from wheel_engine.clock import Clock
 from wheel_engine.handlers import Successor
+from wheel_engine.key_index import KeyIndex
 from wheel_engine.model import TimerState
 from wheel_engine.recurring.records import (
     decode_rule,
@@ -64,7 +65,7 @@ class Plan(NamedTuple):
 class Chain:
     """The successors of one engine's occurrences; see the module docstring."""
 
-    def __init__(self, timers: dict[str, Timer], clock: Clock, whole: bool) -> None:
+    def __init__(self, timers: KeyIndex, clock: Clock, whole: bool) -> None:
         self._timers = timers  # the engine's table: the records are there (if ``whole``)
         self._whole = whole  # the table holds every record (SQLite, memory; not PostgreSQL)
         self._clock = clock
