@@ -148,7 +148,6 @@ class Timer(WheelEntry["Timer"]):
         self.tick = 0  # the wheel fields (see WheelEntry); tick is set when it goes in
         self.seq = version  # what ``version`` reads
         self.where = DETACHED
-        self.slot = 0
         self.pos = 0
         self.key_base = key
         self.serial = serial

@@ -14,7 +14,7 @@ from wheel_engine.timer import UNDECODED, Timer, recovered_timer
 _FIELDS = (
     *("attempts", "due", "first_attempt_at", "handler", "interrupt", "key", "payload", "state"),
     *("updated_at", "worker", "packed", "trace", "last_error"),
-    *("version", "tick", "where", "slot", "pos"),
+    *("version", "tick", "where", "pos"),
 )
 
 

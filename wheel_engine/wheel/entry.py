@@ -22,11 +22,12 @@ class WheelEntry(Generic[T]):
     """A handle on one inserted item: what the wheel reads and writes of it.
 
     ``tick`` and ``seq`` are what the caller inserted, ``item`` what the wheel hands out.
-    ``where``, ``slot`` and ``pos`` say where the entry lives, so :meth:`TimingWheel.remove` is
-    O(1): ``where >= 0`` is the index of the wheel's level object holding it (a live level, or
-    a staging level of a slot being staged), ``slot`` the slot index in it and ``pos`` the
-    entry's index in that slot's list, or ``where`` is one of :data:`DUE`, :data:`OVERFLOW`
-    and :data:`DETACHED`. Entries compare and hash by identity.
+    ``where`` and ``pos`` say where the entry lives, so :meth:`TimingWheel.remove` is O(1):
+    ``where >= 0`` is the index of the wheel's level object holding it (a live level, or a
+    staging level of a slot being staged) and ``pos`` the entry's index in its slot's list, or
+    ``where`` is one of :data:`DUE`, :data:`OVERFLOW` and :data:`DETACHED`. The slot itself is
+    not stored: it is ``slot_for`` of the entry's tick at that level (``tick >> shift``, masked),
+    and the tick does not change while the entry is in. Entries compare and hash by identity.
 
     The base class holds no item: :class:`ItemEntry` (what :meth:`TimingWheel.insert` makes)
     holds one, and a caller may embed the entry in its own object instead, a subclass whose
@@ -34,13 +35,12 @@ class WheelEntry(Generic[T]):
     slot is spent on a reference to itself.
     """
 
-    __slots__ = ("pos", "seq", "slot", "tick", "where")
+    __slots__ = ("pos", "seq", "tick", "where")
 
     def __init__(self, tick: int, seq: int) -> None:
         self.tick = tick
         self.seq = seq
         self.where = DETACHED
-        self.slot = 0
         self.pos = 0
 
     @property

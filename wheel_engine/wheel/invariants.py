@@ -45,7 +45,7 @@ def check_invariants(wheel: TimingWheel[Any]) -> None:
             assert occupied == bool(level.occupied >> slot & 1), (number, slot)
             for entry in bucket:
                 count += 1
-                assert entry.where == level.ident and entry.slot == slot, entry
+                assert entry.where == level.ident and entry.tick >> level.shift & SLOT_MASK == slot
                 assert bucket[entry.pos] is entry, entry
                 assert entry.tick >= elapsed, (entry, elapsed)
                 assert level_for(elapsed, entry.tick) == number, (entry, elapsed, number)
@@ -74,7 +74,7 @@ def _check_staged_slot(wheel: TimingWheel[Any], owner: int) -> int:
             assert bool(bucket) == bool(lower.occupied >> slot & 1), (owner, slot)
             for entry in bucket:
                 staged += 1
-                assert entry.where == lower.ident and entry.slot == slot, entry
+                assert entry.where == lower.ident and entry.tick >> lower.shift & SLOT_MASK == slot
                 assert bucket[entry.pos] is entry, entry
                 assert entry.tick >> shift == key, (entry, owner, key)
                 assert level_for(start, entry.tick) == number, (entry, owner, number)

@@ -93,7 +93,6 @@ def spread(entries: Iterable[WheelEntry[T]], levels: Sequence[Level[T]], origin:
         index = (tick >> lower.shift) & SLOT_MASK  # slot_for
         bucket = lower.slots[index]
         entry.where = lower.ident
-        entry.slot = index
         entry.pos = len(bucket)
         bucket.append(entry)
         lower.occupied |= 1 << index

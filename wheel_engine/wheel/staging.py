@@ -98,7 +98,6 @@ class Staging(Generic[T]):
         index = (tick >> lower.shift) & SLOT_MASK
         bucket = lower.slots[index]
         entry.where = lower.ident
-        entry.slot = index
         entry.pos = len(bucket)
         bucket.append(entry)
         lower.occupied |= 1 << index

@@ -195,7 +195,6 @@ class TimingWheel(Generic[T]):
         if number and not bucket:
             self.work_moves += 1
         entry.where = level.ident
-        entry.slot = slot
         entry.pos = len(bucket)
         bucket.append(entry)
         level.occupied |= 1 << slot
@@ -211,7 +210,7 @@ class TimingWheel(Generic[T]):
         where = entry.where
         if where >= 0:
             level = self._by_ident[where]
-            slot = entry.slot
+            slot = (entry.tick >> level.shift) & SLOT_MASK  # where _place filed it
             bucket = level.slots[slot]
             unlink(bucket, entry)
             entry.where = DETACHED
