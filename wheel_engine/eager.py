@@ -89,15 +89,15 @@ class Started:
 class Host:
     """A task parked to be the current task of eager first steps; see the module docstring.
 
-    ``ready`` once it waits on ``handoff``; ``started`` is the attempt it was handed, if any.
+    ``handoff`` is the future it waits on, set once its task has taken its first step (None
+    until then: not parked yet); ``started`` is the attempt it was handed, if any.
     """
 
-    __slots__ = ("context", "handoff", "loop", "ready", "started", "task", "worker")
+    __slots__ = ("context", "handoff", "loop", "started", "task", "worker")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, context: contextvars.Context) -> None:
         self.loop = loop
         self.context = context  # the task's own: the step runs in it, as its rest will
-        self.ready = False
         self.handoff: asyncio.Future[None] | None = None
         self.started: Started | None = None
         self.task: asyncio.Task[None] | None = None
@@ -107,9 +107,9 @@ class Host:
 class EagerStarts:
     """The parked host, and what an eager attempt that waits takes; see the module docstring.
 
-    ``parked`` is the host of the next eager step once it is ``ready``: the step's caller makes
-    sure a worker slot is free (the step might wait). ``take_slot`` is the dispatcher's: it
-    counts one more attempt running on a worker slot. Loop thread only.
+    ``parked`` is the host of the next eager step once it waits on its ``handoff`` (not None):
+    the step's caller makes sure a worker slot is free (the step might wait). ``take_slot`` is
+    the dispatcher's: it counts one more attempt running on a worker slot. Loop thread only.
     """
 
     def __init__(
@@ -133,9 +133,9 @@ class EagerStarts:
             self._new_host()
 
     def _new_host(self) -> None:
-        """Make the next host: parked, and so ready, once its task has taken its first step.
-        Never used before: a cancel that reached a task not started yet would end it before
-        its first line (:meth:`_serve` could not pass it on)."""
+        """Make the next host: parked (its ``handoff`` set) once its task has taken its first
+        step. Never used before: a cancel that reached a task not started yet would end it
+        before its first line (:meth:`_serve` could not pass it on)."""
         loop = self._loop
         assert loop is not None
         context = contextvars.copy_context()
@@ -148,8 +148,7 @@ class EagerStarts:
         Cancelled while parked with nothing handed (shutdown, or an interrupt of a first step
         that then returned): it ends."""
         assert self._loop is not None
-        handoff = host.handoff = self._loop.create_future()
-        host.ready = True
+        handoff = host.handoff = self._loop.create_future()  # parked: eager steps may use it
         throw = False
         try:
             await handoff

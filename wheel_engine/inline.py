@@ -79,7 +79,12 @@ class InlineRunner:
                 break
             if spec.inline:
                 self.fire(timer, spec, now)
-            elif spec.eager and room and (host := eager.parked) is not None and host.ready:
+            elif (
+                spec.eager
+                and room
+                and (host := eager.parked) is not None
+                and host.handoff is not None
+            ):
                 self.fire_async(timer, spec, now, host)
             else:
                 break
@@ -114,7 +119,7 @@ class InlineRunner:
                 return i
             if spec.inline:
                 self.fire(timer, spec, now)
-            elif (host := eager.parked) is not None and host.ready:
+            elif (host := eager.parked) is not None and host.handoff is not None:
                 self.fire_async(timer, spec, now, host)
             else:  # the host waits with an attempt now: the rest is for the general path
                 self._requeue(ready, taken[i:])
