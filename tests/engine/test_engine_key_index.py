@@ -15,7 +15,7 @@ from wheel_engine.key_index import KeyIndex
 from wheel_engine.testing import VirtualClock
 from wheel_engine.timer import Timer
 
-OPERATIONS = ("make", "make", "make", "respell", "user", "odd", "ahead", "delete", "delete")
+OPERATIONS = ("make", "make", "make", "respell", "user", "odd", "ahead", "delete", "delete", "bulk")
 
 
 class Run:
@@ -51,6 +51,17 @@ class Run:
             self.put(self.timer(f"{made.prefix}-0{n % 3 + 1}" if n % 2 else f"{made.prefix}-"))
         elif operation == "ahead":  # a serial the engine has not made yet
             self.put(self.timer(f"{made.prefix}-{made.next_serial + n % 3}"))
+        elif operation == "bulk":  # update(), as restore calls it: every kind of key at once
+            spelled = [f"order:{n % 3}", f"{made.prefix}-0{n % 3 + 1}"]
+            spelled.append(f"{made.prefix}-{made.next_serial + n % 3}")
+            spelled += keys[n % len(keys) :][:2] if keys else []
+            bulk = {key: self.timer(key) for key in spelled}
+            for key, timer in bulk.items():
+                old = model.get(key)
+                if old is not None:
+                    self.replaced.append(old)
+                model[key] = timer
+            index.update(bulk)
         elif operation == "delete" and keys:
             key = keys[n % len(keys)]
             if n % 2:
